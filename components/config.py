@@ -1,0 +1,413 @@
+"""The stack config model: one frozen pydantic tree for everything a stack can say.
+
+Types and defaults live here; cross-field rules live in :mod:`components.rules`; turning
+errors into ``gpuaas:<path>: <reason>`` lines lives in :mod:`components.errors`. Every key is
+camelCase in ``Pulumi.<stack>.yaml`` and snake_case in Python. Defaults are written once, here
+(versions come from :mod:`components.versions`).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from components import versions
+from components.catalog import GPU_MODELS, ND_SKUS
+from components.types import (
+    AksPoolName,
+    ChartVersion,
+    DnsLabel,
+    DnsSubdomain,
+    Guid,
+    ImageTag,
+    NonNegativeInt,
+    PKey,
+    PositiveInt,
+)
+
+
+class Model(BaseModel):
+    """Base of every config node: immutable, unknown keys rejected, camelCase aliases."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        validate_default=True,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Versions
+
+
+class Versions(Model):
+    """Pinned chart and image versions. Defaults: :mod:`components.versions`."""
+
+    helm_repository: str = versions.NVIDIA_HELM_REPO
+    network_operator_chart: ChartVersion = versions.NETWORK_OPERATOR_CHART
+    gpu_operator_chart: ChartVersion = versions.GPU_OPERATOR_CHART
+    mellanox_repository: str = versions.MELLANOX_REPOSITORY
+    network_operator_components: ImageTag = versions.NETWORK_OPERATOR_COMPONENTS
+    doca_driver: ImageTag = versions.DOCA_DRIVER
+    ib_sriov_cni_image: str = versions.IB_SRIOV_CNI_IMAGE
+    ib_sriov_cni: ImageTag = versions.IB_SRIOV_CNI
+    rdma_shared_device_plugin_image: str = versions.RDMA_SHARED_DP_IMAGE
+    rdma_shared_device_plugin: ImageTag = versions.RDMA_SHARED_DP
+    node_tools_image: str = versions.NODE_TOOLS_IMAGE
+    node_tools: ImageTag = versions.NODE_TOOLS
+    opensm_image: str = versions.OPENSM_IMAGE
+    opensm: ImageTag = versions.OPENSM
+    perftest_image: str = versions.PERFTEST_IMAGE
+    perftest: ImageTag = versions.PERFTEST
+    pytorch_image: str = versions.PYTORCH_IMAGE
+    pytorch: ImageTag = versions.PYTORCH
+    #: GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default.
+    gpu_driver: ImageTag | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# GPU sharing (per node group / GPU pool)
+
+
+class MigConfig(Model):
+    """A MIG layout for every GPU of a node group: a named ``layout`` or explicit ``profiles``.
+
+    Neither means ``all-disabled``. Named layouts: ``all-disabled``, ``all-balanced``,
+    ``all-<profile>`` or ``<n>x<profile>`` terms joined by ``-`` (``1x4g.40gb-3x1g.10gb``).
+    """
+
+    layout: str | None = None
+    profiles: dict[str, PositiveInt] | None = None
+    #: Acknowledges that changing this layout evicts every GPU pod on the group's nodes.
+    reconfigure: bool = False
+
+    @model_validator(mode="after")
+    def _one_of(self) -> MigConfig:
+        if self.layout is not None and self.profiles is not None:
+            raise ValueError("set either layout or profiles, not both")
+        return self
+
+
+class TimeSlicing(Model):
+    """Time-slicing: each GPU is advertised ``replicas`` times as ``nvidia.com/gpu.shared``."""
+
+    replicas: int
+
+    @field_validator("replicas")
+    @classmethod
+    def _at_least_one(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"time-slicing replicas must be at least 1 (got {v})")
+        return v
+
+
+class GpuSharing(Model):
+    """Fields shared by on-prem node groups and AKS GPU pools."""
+
+    mig: MigConfig = MigConfig()
+    time_slicing: TimeSlicing | None = None
+
+    @field_validator("gpu_model", check_fields=False)
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        if v not in GPU_MODELS:
+            raise ValueError(f"unknown GPU model {v!r}; allowed: {', '.join(GPU_MODELS)}")
+        return v
+
+
+# --------------------------------------------------------------------------------------------
+# On-prem platform
+
+
+class NodeGroup(GpuSharing):
+    """Nodes with the same hardware and the same GPU sharing; the unit MIG/time-slicing apply to."""
+
+    name: DnsLabel
+    gpu_model: str
+    gpus_per_node: PositiveInt = 8
+    #: RDMA device names of the InfiniBand HCAs (``ibv_devices``); their order fixes HCA indices in GUIDs.
+    hcas: list[str] = Field(default_factory=lambda: [f"mlx5_{i}" for i in range(8)])
+
+
+class Node(Model):
+    """An existing Kubernetes node. ``id`` feeds the GUID scheme, so it never changes once set."""
+
+    name: DnsSubdomain
+    id: NonNegativeInt
+    node_group: DnsLabel
+
+
+class GuidScheme(Model):
+    """VF GUID = ``base | node.id << (hcaBits+vfBits) | hcaIndex << vfBits | vfIndex``.
+
+    Defaults place GUIDs in the locally administered 0x02… range that NVIDIA's ib-kubernetes
+    uses for its pool (Mellanox/ib-kubernetes pkg/config/config.go).
+    """
+
+    base: Guid = 0x0200_0000_0000_0000
+    node_bits: PositiveInt = 16
+    hca_bits: PositiveInt = 4
+    vf_bits: PositiveInt = 8
+
+
+class OpenSm(Model):
+    """Subnet-manager settings rendered into ``partitions.conf`` and an ``opensm.conf`` fragment."""
+
+    routing_engine: str = "ftree"
+    #: IBTA MTU code of the IPoIB broadcast groups: 4 = 2048, 5 = 4096 (opensm(8)).
+    ipoib_mtu: Literal[4, 5] = 5
+    #: IBTA rate code: 17 = 200 Gb/s (HDR), 21 = 400 Gb/s (NDR), 23 = 800 Gb/s (XDR).
+    ipoib_rate: Literal[17, 21, 23] = 21
+    #: Run NVIDIA OpenSM in the cluster (privileged Deployment pinned to ``node``).
+    deploy_in_cluster: bool = False
+    node: DnsSubdomain | None = None
+
+
+class Fabric(Model):
+    """The on-prem InfiniBand fabric: SR-IOV layout, GUIDs and the subnet manager."""
+
+    vfs_per_hca: PositiveInt = 6
+    #: ``NUM_OF_VFS`` burnt into firmware (mlxconfig); ConnectX allows at most 127 per port.
+    firmware_max_vfs: Annotated[int, Field(ge=1, le=127)] = 16
+    link_rate_gbps: Literal[200, 400, 800] = 400
+    guid_scheme: GuidScheme = GuidScheme()
+    opensm: OpenSm = OpenSm()
+    #: How VFs are created and given GUIDs on the hosts (see components/sriov_host.py).
+    vf_config: Literal["daemonset", "sriov-network-operator"] = "daemonset"
+    #: IPAM of the team NADs: ``static`` addresses per pod annotation, or NVIDIA nv-ipam pools.
+    ipam: Literal["static", "nv-ipam"] = "static"
+    #: Subnet each team's secondary network draws from (nv-ipam) — one /24 per team by P_Key.
+    ipam_supernet: str = "192.168.0.0/16"
+
+
+class OnPremPlatform(Model):
+    """An existing bare-metal cluster with ConnectX HCAs, SR-IOV VFs and OpenSM."""
+
+    kind: Literal["onprem"]
+    #: kubeconfig context to deploy to; ``None`` uses the ambient kubeconfig's current context.
+    kubeconfig_context: str | None = None
+    node_groups: list[NodeGroup]
+    nodes: list[Node]
+    fabric: Fabric = Fabric()
+
+    @cached_property
+    def groups_by_name(self) -> dict[str, NodeGroup]:
+        return {g.name: g for g in self.node_groups}
+
+
+# --------------------------------------------------------------------------------------------
+# AKS platform
+
+
+class ResourceGroup(Model):
+    name: str
+    #: ``False``: the group exists and is only referenced.
+    create: bool = True
+
+
+class SystemPool(Model):
+    """The small inline System pool of the ManagedCluster (the API cannot update it in place)."""
+
+    name: AksPoolName = "system"
+    vm_size: str = "Standard_D8ds_v5"
+    os_sku: Literal["Ubuntu2204", "Ubuntu2404"] = "Ubuntu2204"
+    min_count: int = 1
+    max_count: PositiveInt = 3
+
+
+class GpuPool(GpuSharing):
+    """An ND InfiniBand GPU pool: its own AgentPool, and on Azure its own IB partition."""
+
+    name: AksPoolName
+    vm_size: str = "Standard_ND96isr_H100_v5"
+    #: Pinned because NVIDIA's DOCA and driver images are built per OS release.
+    os_sku: Literal["Ubuntu2204", "Ubuntu2404"] = "Ubuntu2204"
+    min_count: NonNegativeInt = 0
+    max_count: PositiveInt = 2
+    taints: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu=present:NoSchedule"])
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @cached_property
+    def gpu_model(self) -> str:
+        sku = ND_SKUS.get(self.vm_size)
+        return sku.gpu_model if sku else ""
+
+
+class AksPlatform(Model):
+    """Azure AKS with ND-series InfiniBand GPU pools (pulumi-azure-native v3)."""
+
+    kind: Literal["aks"]
+    subscription_id: str
+    location: str
+    resource_group: ResourceGroup
+    cluster_name: DnsLabel
+    kubernetes_version: str = versions.AKS_KUBERNETES
+    #: Use an existing cluster (``clusterName`` in ``resourceGroup``) instead of creating one.
+    existing_cluster: bool = False
+    #: Register the subscription-wide, asynchronous ``AKSInfinibandSupport`` preview feature.
+    register_infiniband_feature: bool = False
+    system_pool: SystemPool = SystemPool()
+    gpu_pools: list[GpuPool]
+
+    @cached_property
+    def pools_by_name(self) -> dict[str, GpuPool]:
+        return {p.name: p for p in self.gpu_pools}
+
+
+Platform = Annotated[OnPremPlatform | AksPlatform, Field(discriminator="kind")]
+
+
+# --------------------------------------------------------------------------------------------
+# Operators
+
+
+class Toleration(Model):
+    key: str
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+
+class Network(Model):
+    """NVIDIA Network Operator and the NicClusterPolicy."""
+
+    namespace: DnsLabel = "nvidia-network-operator"
+    #: The Network Operator's NFD labels Mellanox nodes; the AKS guide turns its rules off.
+    deploy_node_feature_rules: bool = True
+    #: ``host``: DOCA-OFED preinstalled on the nodes; ``container``: the operator's doca-driver.
+    ofed_driver: Literal["host", "container"] = "host"
+    #: Where the RDMA shared device plugin comes from; one source per cluster, never both.
+    rdma_shared_device_plugin: Literal["nic-cluster-policy", "standalone", "none"] = "nic-cluster-policy"
+    rdma_resource_prefix: str = "rdma"
+    rdma_resource_name: str = "hca_shared_devices_a"
+    rdma_hca_max: PositiveInt = 1000
+    #: Node selector of the RDMA node DaemonSets (ib-node-config, SR-IOV host config).
+    node_selector: dict[str, str] = Field(
+        default_factory=lambda: {"feature.node.kubernetes.io/pci-15b3.present": "true"}
+    )
+    tolerations: list[Toleration] = Field(default_factory=lambda: [Toleration(key="nvidia.com/gpu")])
+    #: Seconds a Helm release may take before it is rolled back (driver builds are slow).
+    helm_timeout_seconds: PositiveInt = 1200
+
+
+class GpuOperator(Model):
+    """NVIDIA GPU Operator."""
+
+    namespace: DnsLabel = "gpu-operator"
+    mig_strategy: Literal["single", "mixed"] = "mixed"
+    #: ``dmabuf`` (open kernel modules, NVIDIA's recommendation) or legacy ``peermem``.
+    gpudirect: Literal["dmabuf", "peermem"] = "dmabuf"
+    #: ``None``: derived per platform (host driver on-prem, operator driver on AKS).
+    driver_enabled: bool | None = None
+    helm_timeout_seconds: PositiveInt = 1800
+
+
+# --------------------------------------------------------------------------------------------
+# Teams
+
+
+class OnPremPartition(Model):
+    """A team's InfiniBand partition on-prem: its P_Key and the VF index bound to it on every HCA."""
+
+    pkey: PKey
+    vf_index: NonNegativeInt
+    ipoib: bool = True
+
+
+class AksPartition(Model):
+    """On AKS a partition is a dedicated ND node pool: Azure assigns one P_Key per VMSS."""
+
+    node_pool: AksPoolName
+
+
+def _partition_kind(v: Any) -> str | None:
+    if isinstance(v, dict):
+        return "aks" if "nodePool" in v or "node_pool" in v else "onprem"
+    if isinstance(v, AksPartition):
+        return "aks"
+    if isinstance(v, OnPremPartition):
+        return "onprem"
+    return None
+
+
+Partition = Annotated[
+    Annotated[OnPremPartition, Tag("onprem")] | Annotated[AksPartition, Tag("aks")],
+    Discriminator(_partition_kind),
+]
+
+
+class Quota(Model):
+    """A team's quota. Extended resources are quota'd as ``requests.<resource>`` (Kubernetes docs)."""
+
+    gpus: NonNegativeInt = 0
+    #: MIG instances per profile name, e.g. ``{"1g.10gb": 4}`` (mixed strategy).
+    mig: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    time_sliced_gpus: NonNegativeInt = 0
+    #: On-prem: VFs of the team's partition; AKS: RDMA shared-device slots.
+    rdma: NonNegativeInt = 0
+    cpu: str = "64"
+    memory: str = "512Gi"
+    pods: PositiveInt = 200
+
+
+class Team(Model):
+    """A tenant: a namespace with a quota, RBAC for its groups, and optionally an IB partition."""
+
+    name: DnsLabel
+    #: Defaults to the team name.
+    namespace: DnsLabel | None = None
+    #: Identity-provider groups bound to the team's workload role.
+    groups: list[str] = Field(default_factory=list)
+    #: Pod Security ``privileged`` instead of ``baseline``: only for teams that truly need it.
+    privileged: bool = False
+    partition: Partition | None = None
+    quota: Quota = Quota()
+    #: Run the ib_write_bw and NCCL proofs for this team after every ``pulumi up``.
+    verify: bool = False
+
+    @property
+    def ns(self) -> str:
+        return self.namespace if self.namespace is not None else self.name
+
+
+# --------------------------------------------------------------------------------------------
+# Root
+
+
+class QuotaPolicy(Model):
+    #: Allow the sum of team quotas to exceed what the fleet has.
+    allow_oversubscription: bool = False
+
+
+class Verification(Model):
+    """Thresholds of the verification workloads (fractions of the catalog's line rate)."""
+
+    ib_write_bw_min_fraction: Annotated[float, Field(gt=0, le=1)] = 0.90
+    nccl_gdr_min_fraction: Annotated[float, Field(gt=0, le=1)] = 0.85
+    #: Also run the NCCL proof on every AKS GPU pool.
+    aks_pools: bool = False
+
+
+class StackConfig(Model):
+    """The whole stack. Each field is one ``gpuaas:<key>`` in ``Pulumi.<stack>.yaml``."""
+
+    platform: Platform
+    versions: Versions = Versions()
+    network: Network = Network()
+    gpu_operator: GpuOperator = GpuOperator()
+    teams: list[Team] = Field(default_factory=list)
+    quota_policy: QuotaPolicy = QuotaPolicy()
+    verification: Verification = Verification()
+
+    @property
+    def onprem(self) -> OnPremPlatform | None:
+        return self.platform if isinstance(self.platform, OnPremPlatform) else None
+
+    @property
+    def aks(self) -> AksPlatform | None:
+        return self.platform if isinstance(self.platform, AksPlatform) else None

@@ -1,0 +1,66 @@
+"""The thin shell between rendered manifests and pulumi-kubernetes resources.
+
+Renderers return plain manifests (``apiVersion``/``kind``/``metadata``/…), tested without
+Pulumi and validated against upstream schemas; :func:`apply` registers one as the matching typed
+resource (or a CustomResource for CRD kinds). ``metadata.name`` is always explicit, so Pulumi
+never adds an auto-suffix to a cluster object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+Manifest = dict[str, Any]
+
+_TYPED: dict[tuple[str, str], Any] = {
+    ("v1", "Namespace"): k8s.core.v1.Namespace,
+    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
+    ("v1", "LimitRange"): k8s.core.v1.LimitRange,
+    ("v1", "Service"): k8s.core.v1.Service,
+    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
+    ("v1", "Pod"): k8s.core.v1.Pod,
+    ("apps/v1", "DaemonSet"): k8s.apps.v1.DaemonSet,
+    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+    ("batch/v1", "Job"): k8s.batch.v1.Job,
+    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): k8s.rbac.v1.ClusterRole,
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): k8s.rbac.v1.ClusterRoleBinding,
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicy
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): (
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+    ),
+}
+
+
+def apply(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None) -> pulumi.CustomResource:
+    """Register ``manifest`` as a resource with logical name ``name``.
+
+    Typed classes take the manifest's top-level fields as arguments; any other kind becomes an
+    ``apiextensions.CustomResource`` carrying every field (e.g. ``spec``) unchanged.
+    """
+    api, kind = manifest["apiVersion"], manifest["kind"]
+    if not manifest.get("metadata", {}).get("name"):
+        raise ValueError(f"{kind} {name!r} has no metadata.name: cluster objects are always named explicitly")
+    fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    cls = _TYPED.get((api, kind))
+    if cls is None:
+        return k8s.apiextensions.CustomResource(name, api_version=api, kind=kind, opts=opts, **fields)
+    return cls(name, opts=opts, **{_snake(k): v for k, v in fields.items()})  # type: ignore[no-any-return]
+
+
+def _snake(key: str) -> str:
+    """Top-level manifest keys as Python argument names (``binaryData`` → ``binary_data``)."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+
+
+def child(parent: pulumi.Resource, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
+    """Options of a component's child: parented (so providers flow down) and optionally ordered."""
+    return pulumi.ResourceOptions(parent=parent, depends_on=depends_on or [])

@@ -1,0 +1,197 @@
+"""Run the real Pulumi program with no CLI, cluster or credentials, recording every resource.
+
+The Pulumi SDK's mock runtime stands in for the engine: each registration is recorded with its
+inputs, parent, dependencies and options. The offline plan (:mod:`components.plan`) and the
+tests both use this module, so what a reviewer reads is what the tests assert on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import runpy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.settings import get_root_resource
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: A kubeconfig the mocked AKS credential call returns: shaped like Azure's, pointing nowhere.
+FAKE_KUBECONFIG = (
+    "apiVersion: v1\nkind: Config\nclusters:\n- name: offline\n  cluster: {server: 'https://offline.invalid'}\n"
+    "contexts:\n- name: offline\n  context: {cluster: offline, user: offline}\ncurrent-context: offline\n"
+    "users:\n- name: offline\n  user: {token: offline-plan}\n"
+)
+
+
+@dataclass
+class Record:
+    """One registered resource as the engine would have seen it."""
+
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    inputs: dict[str, Any]
+    parent: str
+    dependencies: list[str]
+    provider: str
+    protect: bool
+    ignore_changes: list[str]
+    delete_before_replace: bool
+    secret_outputs: list[str] = field(default_factory=list)
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    """Outputs mirror inputs, plus the few computed values programs read (names, ids)."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        state = dict(args.inputs)
+        if args.typ.startswith("azure-native:"):
+            for key in ("resourceName", "resourceGroupName", "agentPoolName", "featureName"):
+                if key in state and "name" not in state:
+                    state["name"] = state[key]
+                    break
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        if args.token.endswith("listManagedClusterUserCredentials") or args.token.endswith(
+            "listManagedClusterAdminCredentials"
+        ):
+            value = base64.b64encode(FAKE_KUBECONFIG.encode()).decode()
+            return {"kubeconfigs": [{"name": "clusterUser", "value": value}]}, None
+        return {}, None
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """MockMonitor that also keeps parent, dependencies and options of every registration."""
+
+    def __init__(self) -> None:
+        super().__init__(_Mocks())
+        self.records: list[Record] = []
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        urn = self.make_urn(request.parent, request.type, request.name)
+        if request.type == "pulumi:pulumi:Stack":
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        _ensure_event_loop()
+        inputs = rpc.deserialize_properties(request.object)
+        args = pulumi.runtime.MockResourceArgs(
+            typ=request.type,
+            name=request.name,
+            inputs=inputs,
+            provider=request.provider,
+            resource_id=request.importId,
+            custom=request.custom or False,
+        )
+        id_, state = self.mocks.new_resource(args)
+        obj_proto = _sync_await(rpc.serialize_properties(state, {}))
+        self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, id_, state)  # type: ignore[arg-type]
+        self.records.append(
+            Record(
+                urn=urn,
+                type=request.type,
+                name=request.name,
+                custom=bool(request.custom),
+                inputs=inputs,
+                parent=request.parent,
+                dependencies=sorted(request.dependencies),
+                provider=request.provider,
+                protect=bool(request.protect),
+                ignore_changes=list(request.ignoreChanges),
+                delete_before_replace=bool(request.deleteBeforeReplace),
+                secret_outputs=list(request.additionalSecretOutputs),
+            )
+        )
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=obj_proto)
+
+
+@dataclass
+class Run:
+    """The result of one offline run: every record and the resolved stack outputs."""
+
+    stack: str
+    records: list[Record]
+    outputs: dict[str, Any]
+    secret_outputs: set[str]
+
+    def of_type(self, typ: str) -> list[Record]:
+        return [r for r in self.records if r.type == typ]
+
+    def named(self, name: str) -> Record:
+        found = [r for r in self.records if r.name == name]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} resources named {name!r}")
+        return found[0]
+
+
+def stack_file(stack: str) -> Path:
+    return ROOT / f"Pulumi.{stack}.yaml"
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    """The ``config:`` map of ``Pulumi.<stack>.yaml`` (fully qualified keys)."""
+    data = yaml.safe_load(stack_file(stack).read_text()) or {}
+    return dict(data.get("config") or {})
+
+
+def to_runtime_config(config: Mapping[str, Any]) -> dict[str, str]:
+    """Config values as the engine hands them to a program: strings, objects as JSON."""
+    out: dict[str, str] = {}
+    for key, value in config.items():
+        if isinstance(value, str):
+            out[key] = value
+        else:
+            out[key] = json.dumps(value)
+    return out
+
+
+def run_program(
+    stack: str,
+    config: Mapping[str, Any] | None = None,
+    program: Callable[[], None] | None = None,
+    preview: bool = False,
+) -> Run:
+    """Run ``program`` (default: the project's ``__main__.py``) for ``stack`` under mocks.
+
+    ``config`` (fully qualified keys) replaces the stack file's config when given.
+    """
+    monitor = RecordingMonitor()
+    pulumi.runtime.set_mocks(monitor.mocks, project="gpuaas", stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_all_config(to_runtime_config(stack_config(stack) if config is None else config), [])
+    settings = pulumi.runtime.settings.SETTINGS
+    settings.rpc_manager.clear()
+    settings.outputs.clear()
+
+    def main() -> None:
+        if program is not None:
+            program()
+        else:
+            runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+
+    _sync_await(run_pulumi_func(main))
+    outputs, secrets = _resolve_outputs()
+    return Run(stack=stack, records=monitor.records, outputs=outputs, secret_outputs=secrets)
+
+
+def _resolve_outputs() -> tuple[dict[str, Any], set[str]]:
+    root = get_root_resource()
+    exported: dict[str, Any] = dict(getattr(root, "outputs", {}) or {})
+    values: dict[str, Any] = {}
+    secrets: set[str] = set()
+    for key in sorted(exported):
+        out = pulumi.Output.from_input(exported[key])
+        values[key] = _sync_await(out.future())
+        if _sync_await(out.is_secret()):
+            secrets.add(key)
+    return values, secrets

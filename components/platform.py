@@ -1,0 +1,53 @@
+"""The composition root: every component of the platform, in install order.
+
+Each step says why it sits where it does. Ordering between steps is expressed with
+``depends_on`` so that ``pulumi up`` and the offline plan show the same order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import StackConfig
+
+
+class Platform(pulumi.ComponentResource):
+    """The whole GPU-as-a-Service platform for one stack."""
+
+    exports: dict[str, Any]
+
+    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuaas:index:Platform", name, None, opts)
+        self.exports = {}
+
+        # 1. Cluster access. AKS: the cluster and its ND pools come first and hand us a provider
+        #    built from their kubeconfig. On-prem: the cluster exists; we only pick the context.
+        #    Server-side apply lets NodePatch own only the labels we set.
+        provider = self._cluster(name, cfg)
+        cluster_opts = pulumi.ResourceOptions(parent=self, providers={"kubernetes": provider})
+        _ = cluster_opts  # used by the steps below as they land
+
+        # 2. Network Operator (NFD + operator), then 3. its NicClusterPolicy once the CRD exists.
+        # 4. ib-node-config: kernel modules and memlock, before any RDMA pod is scheduled.
+        # 5. RDMA shared device plugin (standalone form only; otherwise part of the policy).
+        # 6. GPU Operator after the NicClusterPolicy is ready, so GPUDirect finds the NIC driver.
+        # 7. Node labels selecting MIG and time-slicing configs (on-prem; AKS labels pools).
+        # 8. SR-IOV host side and OpenSM partitions (on-prem).
+        # 9. Teams: namespaces, quotas, RBAC, NADs; then 10. the admission guard.
+        # 11. Verification workloads, last: they prove everything above.
+
+        self.register_outputs(self.exports)
+
+    def _cluster(self, name: str, cfg: StackConfig) -> k8s.Provider:
+        onprem = cfg.onprem
+        if onprem is not None:
+            return k8s.Provider(
+                f"{name}-k8s",
+                context=onprem.kubeconfig_context,
+                enable_server_side_apply=True,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        raise NotImplementedError("the AKS cluster component lands with the AKS issue")

@@ -1,0 +1,39 @@
+"""Extended-resource names: the one place a partition or GPU share becomes a resource string.
+
+The SR-IOV device plugin, the NetworkAttachmentDefinition annotation, the ResourceQuota and the
+verification Jobs all call these functions, so a team's partition has exactly one spelling.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from components.types import FULL_MEMBER_BIT
+
+GPU: Final = "nvidia.com/gpu"
+#: Time-sliced replicas are advertised under a separate name (``renameByDefault: true``) so that
+#: quotas can tell a whole GPU from a share (NVIDIA/k8s-device-plugin README, "Shared Access").
+GPU_SHARED: Final = "nvidia.com/gpu.shared"
+SRIOV_PREFIX: Final = "nvidia.com"
+
+MigStrategy = Literal["single", "mixed"]
+
+
+def mig_resource(profile: str) -> str:
+    """Resource of one MIG profile under the ``mixed`` strategy, e.g. ``nvidia.com/mig-1g.10gb``."""
+    return f"nvidia.com/mig-{profile}"
+
+
+def sriov_resource_name(pkey: int) -> str:
+    """Device-plugin ``resourceName`` of a partition's VF pool, e.g. ``sriov8001`` for 0x0001."""
+    return f"sriov{pkey | FULL_MEMBER_BIT:04x}"
+
+
+def sriov_resource(pkey: int) -> str:
+    """Full extended-resource name, e.g. ``nvidia.com/sriov8001``."""
+    return f"{SRIOV_PREFIX}/{sriov_resource_name(pkey)}"
+
+
+def rdma_shared_resource(prefix: str, name: str) -> str:
+    """The RDMA shared device plugin's resource, e.g. ``rdma/hca_shared_devices_a``."""
+    return f"{prefix}/{name}"

@@ -1,0 +1,407 @@
+"""Cross-field rules of a stack config, and the fleet capacity that quotas are checked against.
+
+Pure functions on a structurally valid :class:`StackConfig`. Each rule yields :class:`Issue`s
+naming the key the user edits; :func:`check` runs them all so every problem surfaces at once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+
+from components import resources
+from components.catalog import GPU_MODELS, ND_SKUS
+from components.config import (
+    AksPartition,
+    AksPlatform,
+    GpuSharing,
+    OnPremPartition,
+    OnPremPlatform,
+    StackConfig,
+)
+from components.errors import Issue
+from components.mig import LayoutError, check_layout, parse_layout
+from components.types import format_pkey
+
+#: Namespaces a team may not take: the cluster's own and the platform's operators.
+RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+
+
+def check(cfg: StackConfig) -> list[Issue]:
+    """Every cross-field problem of ``cfg``, sorted by path."""
+    issues: list[Issue] = []
+    for rule in (_teams, _platform, _sharing, _partitions, _quotas):
+        issues.extend(rule(cfg))
+    return sorted(set(issues))
+
+
+# --------------------------------------------------------------------------------------------
+# Sharing / MIG
+
+
+def sharing_groups(cfg: StackConfig) -> list[tuple[str, str, GpuSharing, str]]:
+    """``(config path, group name, sharing, gpu model)`` for every node group or GPU pool."""
+    if isinstance(cfg.platform, OnPremPlatform):
+        return [(f"platform.nodeGroups[{i}]", g.name, g, g.gpu_model) for i, g in enumerate(cfg.platform.node_groups)]
+    return [(f"platform.gpuPools[{i}]", p.name, p, p.gpu_model) for i, p in enumerate(cfg.platform.gpu_pools)]
+
+
+def mig_counts(sharing: GpuSharing, gpu_model: str) -> dict[str, int]:
+    """Profile counts per GPU of a group (``{}`` = MIG off). Assumes :func:`check` passed."""
+    gpu = GPU_MODELS[gpu_model]
+    if sharing.mig.profiles is not None:
+        return dict(sharing.mig.profiles)
+    if sharing.mig.layout is not None:
+        return parse_layout(sharing.mig.layout, gpu)
+    return {}
+
+
+def layout_name(sharing: GpuSharing) -> str:
+    """The mig-parted config name a group's nodes are labelled with (``nvidia.com/mig.config``)."""
+    if sharing.mig.layout is not None:
+        return sharing.mig.layout
+    if sharing.mig.profiles:
+        return "-".join(f"{n}x{p}" for p, n in sorted(sharing.mig.profiles.items()))
+    return "all-disabled"
+
+
+def _sharing(cfg: StackConfig) -> Iterator[Issue]:
+    for where, _name, sharing, model in sharing_groups(cfg):
+        gpu = GPU_MODELS.get(model)
+        if gpu is None:
+            continue  # reported by the model (on-prem) or the SKU rule (AKS)
+        key = "layout" if sharing.mig.layout is not None else "profiles"
+        try:
+            counts = mig_counts(sharing, model)
+            check_layout(counts, gpu)
+        except LayoutError as e:
+            value = sharing.mig.layout if key == "layout" else sharing.mig.profiles
+            yield Issue(_p(where, "mig", key), f"{value!r}: {e}")
+            continue
+        if counts and sharing.time_slicing is not None:
+            yield Issue(
+                _p(where, "timeSlicing"),
+                "time-slicing and a MIG layout on one node group are not supported; "
+                "use a separate node group for time-sliced GPUs",
+            )
+        if counts and cfg.gpu_operator.mig_strategy == "single" and len(counts) > 1:
+            yield Issue(
+                _p(where, "mig", key),
+                f"{layout_name(sharing)!r} mixes profiles; gpuOperator.migStrategy single allows one profile "
+                "per node (set gpuaas:gpuOperator.migStrategy: mixed)",
+            )
+
+
+def _p(where: str, *rest: str) -> str:
+    return "gpuaas:" + ".".join([where, *rest])
+
+
+# --------------------------------------------------------------------------------------------
+# Platform
+
+
+def _platform(cfg: StackConfig) -> Iterator[Issue]:
+    p = cfg.platform
+    if isinstance(p, OnPremPlatform):
+        yield from _onprem(p)
+    else:
+        yield from _aks(p)
+
+
+def _dupes(values: list[str | int]) -> set[str | int]:
+    return {v for v, n in Counter(values).items() if n > 1}
+
+
+def _onprem(p: OnPremPlatform) -> Iterator[Issue]:
+    for dup in _dupes([g.name for g in p.node_groups]):
+        i = [g.name for g in p.node_groups].index(dup)
+        yield Issue(_p(f"platform.nodeGroups[{i}]", "name"), f"duplicate node group {dup!r}")
+    names = [n.name for n in p.nodes]
+    ids = [n.id for n in p.nodes]
+    scheme = p.fabric.guid_scheme
+    for i, n in enumerate(p.nodes):
+        if names.count(n.name) > 1 and names.index(n.name) != i:
+            yield Issue(_p(f"platform.nodes[{i}]", "name"), f"duplicate node {n.name!r}")
+        if ids.count(n.id) > 1 and ids.index(n.id) != i:
+            yield Issue(
+                _p(f"platform.nodes[{i}]", "id"),
+                f"{n.id} is already the id of {names[ids.index(n.id)]!r}; node ids must be unique (they seed VF GUIDs)",
+            )
+        if n.id >= 1 << scheme.node_bits:
+            yield Issue(
+                _p(f"platform.nodes[{i}]", "id"),
+                f"{n.id} does not fit guidScheme.nodeBits={scheme.node_bits} (allowed 0..{(1 << scheme.node_bits) - 1})",
+            )
+        if n.node_group not in p.groups_by_name:
+            yield Issue(
+                _p(f"platform.nodes[{i}]", "nodeGroup"),
+                f"{n.node_group!r} is not a node group; allowed: {', '.join(p.groups_by_name) or '(none defined)'}",
+            )
+    f = p.fabric
+    if f.vfs_per_hca > f.firmware_max_vfs:
+        yield Issue(
+            "gpuaas:platform.fabric.vfsPerHca",
+            f"{f.vfs_per_hca} exceeds firmwareMaxVfs={f.firmware_max_vfs} (NUM_OF_VFS burnt into the HCA firmware)",
+        )
+    if f.vfs_per_hca > 1 << scheme.vf_bits:
+        yield Issue(
+            "gpuaas:platform.fabric.guidScheme.vfBits",
+            f"{scheme.vf_bits} bits hold {1 << scheme.vf_bits} VF indices; vfsPerHca is {f.vfs_per_hca}",
+        )
+    max_hcas = max((len(g.hcas) for g in p.node_groups), default=0)
+    if max_hcas > 1 << scheme.hca_bits:
+        yield Issue(
+            "gpuaas:platform.fabric.guidScheme.hcaBits",
+            f"{scheme.hca_bits} bits hold {1 << scheme.hca_bits} HCAs; a node group has {max_hcas}",
+        )
+    low = scheme.node_bits + scheme.hca_bits + scheme.vf_bits
+    if low > 56:
+        yield Issue(
+            "gpuaas:platform.fabric.guidScheme",
+            f"nodeBits+hcaBits+vfBits = {low}; at most 56 so the base keeps its top byte",
+        )
+    elif scheme.base & ((1 << low) - 1):
+        yield Issue(
+            "gpuaas:platform.fabric.guidScheme.base",
+            f"0x{scheme.base:016x} has bits set in the low {low} bits that node/HCA/VF indices use; "
+            f"clear them (e.g. 0x{scheme.base & ~((1 << low) - 1):016x})",
+        )
+    for i, g in enumerate(p.node_groups):
+        for dup in _dupes(list(g.hcas)):
+            yield Issue(_p(f"platform.nodeGroups[{i}]", "hcas"), f"duplicate HCA {dup!r}")
+    sm = f.opensm
+    if sm.deploy_in_cluster and sm.node is None:
+        yield Issue("gpuaas:platform.fabric.opensm.node", "is required when deployInCluster is true")
+    if sm.node is not None and sm.node not in names:
+        yield Issue("gpuaas:platform.fabric.opensm.node", f"{sm.node!r} is not one of platform.nodes")
+
+
+def _aks(p: AksPlatform) -> Iterator[Issue]:
+    sp = p.system_pool
+    if sp.min_count < 1:
+        yield Issue(
+            "gpuaas:platform.systemPool.minCount",
+            f"{sp.min_count}: the System pool cannot scale to zero (allowed 1..{sp.max_count})",
+        )
+    if sp.min_count > sp.max_count:
+        yield Issue("gpuaas:platform.systemPool.minCount", f"{sp.min_count} is above maxCount {sp.max_count}")
+    names = [x.name for x in p.gpu_pools]
+    for i, pool in enumerate(p.gpu_pools):
+        where = f"platform.gpuPools[{i}]"
+        if pool.name == sp.name or (names.count(pool.name) > 1 and names.index(pool.name) != i):
+            yield Issue(_p(where, "name"), f"duplicate pool name {pool.name!r}")
+        sku = ND_SKUS.get(pool.vm_size)
+        ib = sorted(s.vm_size for s in ND_SKUS.values() if s.ib_gbps_per_gpu)
+        if sku is None:
+            yield Issue(_p(where, "vmSize"), f"unknown GPU VM size {pool.vm_size!r}; allowed: {', '.join(ib)}")
+        elif not sku.ib_gbps_per_gpu:
+            yield Issue(
+                _p(where, "vmSize"),
+                f"{pool.vm_size} has no InfiniBand (not an RDMA 'r' size); allowed: {', '.join(ib)}",
+            )
+        if pool.min_count > pool.max_count:
+            yield Issue(_p(where, "minCount"), f"{pool.min_count} is above maxCount {pool.max_count}")
+        if pool.max_count > 100:
+            yield Issue(
+                _p(where, "maxCount"),
+                f"{pool.max_count}: one InfiniBand placement group holds at most 100 VMs by default",
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Teams and partitions
+
+
+def _teams(cfg: StackConfig) -> Iterator[Issue]:
+    seen_names: dict[str, int] = {}
+    seen_ns: dict[str, int] = {}
+    operator_ns = {cfg.network.namespace, cfg.gpu_operator.namespace}
+    for i, t in enumerate(cfg.teams):
+        if t.name in seen_names:
+            yield Issue(_p(f"teams[{i}]", "name"), f"duplicate team {t.name!r} (also teams[{seen_names[t.name]}])")
+        seen_names.setdefault(t.name, i)
+        key = "namespace" if t.namespace is not None else "name"
+        if t.ns in seen_ns:
+            yield Issue(
+                _p(f"teams[{i}]", key),
+                f"namespace {t.ns!r} is already used by teams[{seen_ns[t.ns]}]; every team needs its own",
+            )
+        seen_ns.setdefault(t.ns, i)
+        if t.ns in RESERVED_NAMESPACES or t.ns in operator_ns or t.ns.startswith("kube-"):
+            yield Issue(_p(f"teams[{i}]", key), f"namespace {t.ns!r} is reserved for the cluster or its operators")
+        if t.verify and t.partition is None:
+            yield Issue(_p(f"teams[{i}]", "verify"), "the verification proofs need a partition on the team")
+
+
+def _partitions(cfg: StackConfig) -> Iterator[Issue]:
+    p = cfg.platform
+    by_pkey: dict[int, int] = {}
+    by_vf: dict[int, int] = {}
+    for i, t in enumerate(cfg.teams):
+        part = t.partition
+        where = f"teams[{i}].partition"
+        if part is None:
+            continue
+        if isinstance(part, OnPremPartition):
+            if not isinstance(p, OnPremPlatform):
+                yield Issue(_p(where), "a P_Key partition needs platform kind onprem; on AKS write {nodePool: <pool>}")
+                continue
+            if part.pkey in by_pkey:
+                other = by_pkey[part.pkey]
+                yield Issue(
+                    _p(where, "pkey"),
+                    f"{format_pkey(part.pkey)} is already the partition of {cfg.teams[other].name!r} "
+                    f"(teams[{other}]); P_Keys are unique however written (1, 0x1, 0x8001)",
+                )
+            by_pkey.setdefault(part.pkey, i)
+            vfs = p.fabric.vfs_per_hca
+            if part.vf_index >= vfs:
+                yield Issue(
+                    _p(where, "vfIndex"),
+                    f"{part.vf_index} is beyond the {vfs} VFs per HCA (allowed 0..{vfs - 1}; raise "
+                    "platform.fabric.vfsPerHca to add VFs)",
+                )
+            elif part.vf_index in by_vf:
+                other = by_vf[part.vf_index]
+                yield Issue(
+                    _p(where, "vfIndex"),
+                    f"VF {part.vf_index} is already bound to {cfg.teams[other].name!r} (teams[{other}]); "
+                    "a VF's GUID can be in one partition only",
+                )
+            by_vf.setdefault(part.vf_index, i)
+        elif isinstance(part, AksPartition):
+            if not isinstance(p, AksPlatform):
+                yield Issue(_p(where), "a node-pool partition needs platform kind aks; on-prem write {pkey, vfIndex}")
+                continue
+            if part.node_pool not in p.pools_by_name:
+                yield Issue(
+                    _p(where, "nodePool"),
+                    f"{part.node_pool!r} is not a GPU pool; allowed: {', '.join(p.pools_by_name) or '(none defined)'}",
+                )
+
+
+# --------------------------------------------------------------------------------------------
+# Capacity and quotas
+
+
+def node_counts(cfg: StackConfig) -> dict[str, int]:
+    """Nodes per node group (on-prem) or maximum nodes per GPU pool (AKS)."""
+    p = cfg.platform
+    if isinstance(p, OnPremPlatform):
+        counts: dict[str, int] = defaultdict(int)
+        for n in p.nodes:
+            counts[n.node_group] += 1
+        return {g.name: counts[g.name] for g in p.node_groups}
+    return {pool.name: pool.max_count for pool in p.gpu_pools}
+
+
+def gpus_per_node(cfg: StackConfig, group: str) -> int:
+    p = cfg.platform
+    if isinstance(p, OnPremPlatform):
+        return p.groups_by_name[group].gpus_per_node
+    sku = ND_SKUS.get(p.pools_by_name[group].vm_size)
+    return sku.gpus if sku else 0
+
+
+def group_capacity(cfg: StackConfig, group: str, sharing: GpuSharing, model: str) -> dict[str, int]:
+    """Extended resources one node group adds to the fleet, by resource name."""
+    gpus = node_counts(cfg).get(group, 0) * gpus_per_node(cfg, group)
+    out: dict[str, int] = defaultdict(int)
+    counts = mig_counts(sharing, model) if model in GPU_MODELS else {}
+    if counts:
+        for profile, n in counts.items():
+            name = resources.GPU if cfg.gpu_operator.mig_strategy == "single" else resources.mig_resource(profile)
+            out[name] += gpus * n
+    elif sharing.time_slicing is not None:
+        out[resources.GPU_SHARED] += gpus * sharing.time_slicing.replicas
+    else:
+        out[resources.GPU] += gpus
+    return dict(out)
+
+
+def capacity(cfg: StackConfig) -> dict[str, int]:
+    """What the whole fleet offers, per extended resource (GPUs, MIG instances, shares, RDMA)."""
+    total: dict[str, int] = defaultdict(int)
+    for _where, group, sharing, model in sharing_groups(cfg):
+        for k, v in group_capacity(cfg, group, sharing, model).items():
+            total[k] += v
+    if cfg.network.rdma_shared_device_plugin != "none":
+        nodes = sum(node_counts(cfg).values())
+        rdma = resources.rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name)
+        total[rdma] += nodes * cfg.network.rdma_hca_max
+    p = cfg.platform
+    if isinstance(p, OnPremPlatform):
+        vfs_per_index = sum(len(p.groups_by_name[n.node_group].hcas) for n in p.nodes if n.node_group in p.groups_by_name)
+        for t in cfg.teams:
+            if isinstance(t.partition, OnPremPartition):
+                total[resources.sriov_resource(t.partition.pkey)] = vfs_per_index
+    return dict(total)
+
+
+def team_requests(cfg: StackConfig, i: int) -> dict[str, int]:
+    """Extended resources team ``i`` may request, as its ResourceQuota will cap them."""
+    t = cfg.teams[i]
+    q = t.quota
+    out: dict[str, int] = {}
+    if q.gpus:
+        out[resources.GPU] = q.gpus
+    if q.time_sliced_gpus:
+        out[resources.GPU_SHARED] = q.time_sliced_gpus
+    for profile, n in q.mig.items():
+        if n:
+            out[resources.mig_resource(profile)] = n
+    if q.rdma:
+        if isinstance(t.partition, OnPremPartition):
+            out[resources.sriov_resource(t.partition.pkey)] = q.rdma
+        else:
+            out[resources.rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name)] = q.rdma
+    return out
+
+
+_QUOTA_KEY = {resources.GPU: "gpus", resources.GPU_SHARED: "timeSlicedGpus"}
+
+
+def _quota_key(resource: str) -> str:
+    if resource in _QUOTA_KEY:
+        return _QUOTA_KEY[resource]
+    if resource.startswith("nvidia.com/mig-"):
+        return f'mig["{resource.removeprefix("nvidia.com/mig-")}"]'
+    return "rdma"
+
+
+def _quotas(cfg: StackConfig) -> Iterator[Issue]:
+    cap = capacity(cfg)
+    offered_mig = {k.removeprefix("nvidia.com/mig-") for k in cap if k.startswith("nvidia.com/mig-")}
+    demand: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for i, t in enumerate(cfg.teams):
+        if t.quota.mig and cfg.gpu_operator.mig_strategy == "single":
+            yield Issue(
+                _p(f"teams[{i}].quota", "mig"),
+                "per-profile MIG quotas need gpuOperator.migStrategy: mixed (single advertises MIG as nvidia.com/gpu)",
+            )
+            continue
+        for profile in t.quota.mig:
+            if profile not in offered_mig:
+                yield Issue(
+                    _p(f"teams[{i}].quota", f'mig["{profile}"]'),
+                    f"no node group offers MIG profile {profile!r}; offered: {', '.join(sorted(offered_mig)) or '(none)'}",
+                )
+        if t.quota.rdma and t.partition is None and cfg.network.rdma_shared_device_plugin == "none":
+            yield Issue(_p(f"teams[{i}].quota", "rdma"), "no RDMA resource exists: no partition and no shared plugin")
+        for res, n in team_requests(cfg, i).items():
+            demand[res].append((i, n))
+    if cfg.quota_policy.allow_oversubscription:
+        return
+    for res, asks in sorted(demand.items()):
+        total = sum(n for _, n in asks)
+        have = cap.get(res, 0)
+        if res.startswith("nvidia.com/mig-") and res.removeprefix("nvidia.com/mig-") not in offered_mig:
+            continue  # reported above
+        if total > have:
+            who = ", ".join(f"{cfg.teams[i].name} {n}" for i, n in asks)
+            where = f"teams[{asks[0][0]}].quota" if len(asks) == 1 else "teams[*].quota"
+            yield Issue(
+                _p(where, _quota_key(res)),
+                f"teams ask for {total} {res} ({who}); the fleet has {have}. Lower the quotas or set "
+                "gpuaas:quotaPolicy.allowOversubscription: true",
+            )

@@ -1,0 +1,53 @@
+"""Pinned versions of every chart and image, with the defaults gpuaas is tested against.
+
+This is the one place a default version is written; the config model reads it and users
+override per stack (``gpuaas:versions``). Upgrading: change a value here (or in the stack),
+run ``make plan`` and read the diff of ``plan/<stack>/helm`` and ``plan/<stack>/k8s``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: NVIDIA's Helm repository, home of both operator charts.
+#: https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html
+NVIDIA_HELM_REPO: Final = "https://helm.ngc.nvidia.com/nvidia"
+
+#: Network Operator chart; newest stable tag (shared/upstream/network-operator/v26.4.1).
+NETWORK_OPERATOR_CHART: Final = "v26.4.1"
+#: GPU Operator chart; newest release tag (shared/upstream/gpu-operator/v26.7.0).
+GPU_OPERATOR_CHART: Final = "v26.7.0"
+
+#: Images of the NicClusterPolicy operands, as in network-operator v26.4.1
+#: example/crs/mellanox.com_v1alpha1_nicclusterpolicy_cr-full.yaml.
+MELLANOX_REPOSITORY: Final = "nvcr.io/nvidia/mellanox"
+NETWORK_OPERATOR_COMPONENTS: Final = "network-operator-v26.4.1"
+#: DOCA driver container; the operator appends ``-<os><ver>-<arch>`` (Azure/aks-rdma-infiniband nic.yaml).
+DOCA_DRIVER: Final = "doca3.4.1-26.04-1.1.0.0-1"
+
+#: ib-sriov CNI binary installer (k8snetworkplumbingwg/ib-sriov-cni v1.3.0, the newest release);
+#: the NicClusterPolicy has no ib-sriov field, so gpuaas installs the binary itself.
+IB_SRIOV_CNI_IMAGE: Final = "ghcr.io/k8snetworkplumbingwg/ib-sriov-cni"
+IB_SRIOV_CNI: Final = "v1.3.0"
+
+#: Standalone RDMA shared device plugin (Mellanox/k8s-rdma-shared-dev-plugin v1.5.3).
+RDMA_SHARED_DP_IMAGE: Final = "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin"
+RDMA_SHARED_DP: Final = "v1.5.3"
+
+#: Host-tool image for the privileged node DaemonSets (ib-node-config, SR-IOV host config):
+#: needs bash and util-linux's nsenter, nothing else.
+NODE_TOOLS_IMAGE: Final = "docker.io/library/debian"
+NODE_TOOLS: Final = "12.12-slim"
+
+#: OpenSM in-cluster (opt-in): an image that carries NVIDIA's OpenSM (virt_enabled support).
+OPENSM_IMAGE: Final = "nvcr.io/nvidia/mellanox/opensm"
+OPENSM: Final = "5.23.0"
+
+#: Verification workloads: perftest (ib_write_bw) and PyTorch with NCCL.
+PERFTEST_IMAGE: Final = "ghcr.io/azure/aks-rdma-infiniband/ibtools"
+PERFTEST: Final = "v1.0.0"
+PYTORCH_IMAGE: Final = "nvcr.io/nvidia/pytorch"
+PYTORCH: Final = "25.10-py3"
+
+#: AKS Kubernetes version pinned for new clusters.
+AKS_KUBERNETES: Final = "1.33.5"
