@@ -7,6 +7,7 @@ traceback — before any resource is registered.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import types
 import typing
@@ -76,10 +77,8 @@ def raw_from_pulumi() -> dict[str, Any]:
             continue
         value = merged[key]
         if isinstance(value, str):
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
         raw[name] = value
     return raw
 

@@ -35,10 +35,10 @@ def parse_layout(name: str, gpu: GpuModel) -> dict[str, int]:
     if name == "all-balanced":
         small = gpu.profiles[0].name
         two = next(p.name for p in gpu.profiles if p.compute == 2 and "+" not in p.name)
-        counts = {small: 2, two: 1}
+        balanced = {small: 2, two: 1}
         if gpu.compute_slices >= 7:
-            counts[next(p.name for p in gpu.profiles if p.compute == 3)] = 1
-        return counts
+            balanced[next(p.name for p in gpu.profiles if p.compute == 3)] = 1
+        return balanced
     if name.startswith("all-"):
         wanted = name.removeprefix("all-")
         for p in gpu.profiles:
@@ -75,8 +75,9 @@ def check_layout(counts: Mapping[str, int], gpu: GpuModel) -> None:
             raise LayoutError(f"profile {name!r} needs a count of at least 1 (got {n})")
         if n > profile.max_per_gpu:
             raise LayoutError(f"{n}x{name} exceeds the {profile.max_per_gpu} instances one {gpu.name} allows")
-    compute = sum(gpu.profile(n).compute * c for n, c in counts.items())  # type: ignore[union-attr]
-    memory = sum(gpu.profile(n).memory * c for n, c in counts.items())  # type: ignore[union-attr]
+    profiles = {n: p for n in counts if (p := gpu.profile(n)) is not None}
+    compute = sum(profiles[n].compute * c for n, c in counts.items())
+    memory = sum(profiles[n].memory * c for n, c in counts.items())
     if compute > gpu.compute_slices:
         raise LayoutError(f"needs {compute} compute slices; {gpu.name} has {gpu.compute_slices}")
     if memory > gpu.memory_slices:
@@ -126,4 +127,3 @@ def mig_parted_config(layouts: Mapping[str, Mapping[str, int]]) -> dict[str, Any
             continue
         configs[name] = [{"devices": "all", "mig-enabled": True, "mig-devices": dict(sorted(counts.items()))}]
     return {"version": "v1", "mig-configs": configs}
-

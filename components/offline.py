@@ -84,7 +84,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         urn = self.make_urn(request.parent, request.type, request.name)
         if request.type == "pulumi:pulumi:Stack":
             return resource_pb2.RegisterResourceResponse(urn=urn)
-        _ensure_event_loop()
+        _ensure_event_loop()  # type: ignore[no-untyped-call]
         inputs = rpc.deserialize_properties(request.object)
         args = pulumi.runtime.MockResourceArgs(
             typ=request.type,
@@ -113,7 +113,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 secret_outputs=list(request.additionalSecretOutputs),
             )
         )
-        return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=obj_proto)
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=id_ or "", object=obj_proto)
 
 
 @dataclass

@@ -108,7 +108,7 @@ def _platform(cfg: StackConfig) -> Iterator[Issue]:
         yield from _aks(p)
 
 
-def _dupes(values: list[str | int]) -> set[str | int]:
+def _dupes(values: list[str]) -> set[str]:
     return {v for v, n in Counter(values).items() if n > 1}
 
 
@@ -130,7 +130,8 @@ def _onprem(p: OnPremPlatform) -> Iterator[Issue]:
         if n.id >= 1 << scheme.node_bits:
             yield Issue(
                 _p(f"platform.nodes[{i}]", "id"),
-                f"{n.id} does not fit guidScheme.nodeBits={scheme.node_bits} (allowed 0..{(1 << scheme.node_bits) - 1})",
+                f"{n.id} does not fit guidScheme.nodeBits={scheme.node_bits} "
+                f"(allowed 0..{(1 << scheme.node_bits) - 1})",
             )
         if n.node_group not in p.groups_by_name:
             yield Issue(
@@ -331,7 +332,9 @@ def capacity(cfg: StackConfig) -> dict[str, int]:
         total[rdma] += nodes * cfg.network.rdma_hca_max
     p = cfg.platform
     if isinstance(p, OnPremPlatform):
-        vfs_per_index = sum(len(p.groups_by_name[n.node_group].hcas) for n in p.nodes if n.node_group in p.groups_by_name)
+        vfs_per_index = sum(
+            len(p.groups_by_name[n.node_group].hcas) for n in p.nodes if n.node_group in p.groups_by_name
+        )
         for t in cfg.teams:
             if isinstance(t.partition, OnPremPartition):
                 total[resources.sriov_resource(t.partition.pkey)] = vfs_per_index
@@ -354,7 +357,9 @@ def team_requests(cfg: StackConfig, i: int) -> dict[str, int]:
         if isinstance(t.partition, OnPremPartition):
             out[resources.sriov_resource(t.partition.pkey)] = q.rdma
         else:
-            out[resources.rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name)] = q.rdma
+            out[resources.rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name)] = (
+                q.rdma
+            )
     return out
 
 
@@ -384,7 +389,8 @@ def _quotas(cfg: StackConfig) -> Iterator[Issue]:
             if profile not in offered_mig:
                 yield Issue(
                     _p(f"teams[{i}].quota", f'mig["{profile}"]'),
-                    f"no node group offers MIG profile {profile!r}; offered: {', '.join(sorted(offered_mig)) or '(none)'}",
+                    f"no node group offers MIG profile {profile!r}; "
+                    f"offered: {', '.join(sorted(offered_mig)) or '(none)'}",
                 )
         if t.quota.rdma and t.partition is None and cfg.network.rdma_shared_device_plugin == "none":
             yield Issue(_p(f"teams[{i}].quota", "rdma"), "no RDMA resource exists: no partition and no shared plugin")

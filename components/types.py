@@ -119,7 +119,9 @@ def _image_tag(value: str) -> str:
 
 def _aks_pool(value: str) -> str:
     if not AKS_POOL_NAME.match(value):
-        raise ValueError(f"{value!r} is not an AKS pool name (lowercase letter, then up to 11 lowercase letters or digits)")
+        raise ValueError(
+            f"{value!r} is not an AKS pool name (lowercase letter, then up to 11 lowercase letters or digits)"
+        )
     return value
 
 

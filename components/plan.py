@@ -1,0 +1,208 @@
+"""The offline plan: what a stack would deploy, written as files a reviewer can diff.
+
+``python -m components.plan <stack> [--out plan]`` runs the real program under the mock runtime
+(:mod:`components.offline`) and writes ``plan/<stack>/``:
+
+- ``k8s/<namespace|_cluster>/<Kind>-<name>.yaml`` — every Kubernetes object, one per file;
+- ``helm/<namespace>-<release>.yaml`` — chart, repository, version, options and values;
+- ``azure/<Type>-<logical name>.yaml`` — every Azure resource's inputs and options;
+- ``opensm/partitions.conf`` and ``opensm/opensm.conf`` — the exact files to install (on-prem);
+- ``outputs.yaml`` (secrets masked) and ``summary.txt`` (also printed).
+
+Two runs write byte-identical trees: file names come from explicit object names, keys are
+sorted below the top level, and nothing time- or host-dependent is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.errors import ConfigError
+from components.offline import ROOT, Record, Run, run_program
+from components.summary import render_summary
+
+_TOP_ORDER = ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "rules", "subjects", "roleRef")
+_SKIP_TYPES = ("pulumi:providers:",)
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+SECRET = "[secret]"
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def _ordered(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Top-level keys in Kubernetes reading order, everything below sorted."""
+    first = [k for k in _TOP_ORDER if k in obj]
+    rest = sorted(k for k in obj if k not in _TOP_ORDER)
+    return {k: _sorted(obj[k]) for k in [*first, *rest]}
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style; multi-line strings (scripts, configs) as literal blocks so diffs stay readable."""
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    if "\n" in data:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def dump(obj: Any) -> str:
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120, allow_unicode=True)
+
+
+def manifest(record: Record) -> dict[str, Any]:
+    """A Kubernetes record's inputs as the object the API server would receive."""
+    inputs = dict(record.inputs)
+    if record.type.endswith("Patch") and "kind" not in inputs:
+        inputs["kind"] = record.type.rsplit(":", 1)[1].removesuffix("Patch")
+    return _ordered(inputs)
+
+
+def _k8s_path(obj: Mapping[str, Any], record: Record) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace") or "_cluster"
+    kind = obj.get("kind") or record.type.rsplit(":", 1)[1]
+    suffix = ".patch" if record.type.endswith("Patch") else ""
+    return f"k8s/{ns}/{kind}-{meta.get('name', record.name)}{suffix}.yaml"
+
+
+def _helm(record: Record) -> tuple[str, dict[str, Any]]:
+    i = record.inputs
+    ns = i.get("namespace", "default")
+    doc = {
+        "release": i.get("name"),
+        "namespace": ns,
+        "chart": i.get("chart"),
+        "repository": (i.get("repositoryOpts") or {}).get("repo"),
+        "version": i.get("version"),
+        "options": {
+            k: i[k] for k in sorted(i) if k not in ("name", "namespace", "chart", "repositoryOpts", "version", "values")
+        },
+        "values": _sorted(i.get("values") or {}),
+    }
+    return f"helm/{ns}-{i.get('name', record.name)}.yaml", doc
+
+
+def _azure(record: Record) -> tuple[str, dict[str, Any]]:
+    kind = record.type.rsplit(":", 1)[1]
+    doc = {
+        "type": record.type,
+        "name": record.name,
+        "options": {
+            "protect": record.protect,
+            "ignoreChanges": record.ignore_changes,
+            "dependsOn": [d.rsplit("::", 1)[1] for d in record.dependencies],
+        },
+        "inputs": _sorted(record.inputs),
+    }
+    return f"azure/{kind}-{record.name}.yaml", doc
+
+
+def plan_files(run: Run) -> dict[str, str]:
+    """Every file of the plan, path → content; pure given a run."""
+    files: dict[str, str] = {}
+
+    def put(path: str, text: str) -> None:
+        if path in files:
+            raise ValueError(f"two plan objects map to {path}: object names must be unique per kind and namespace")
+        files[path] = text
+
+    for r in run.records:
+        if not r.custom or r.type.startswith(_SKIP_TYPES):
+            continue
+        if r.type == HELM_RELEASE:
+            path, doc = _helm(r)
+            put(path, dump(doc))
+        elif r.type.startswith("kubernetes:"):
+            obj = manifest(r)
+            put(_k8s_path(obj, r), dump(obj))
+        elif r.type.startswith("azure-native:"):
+            path, doc = _azure(r)
+            put(path, dump(doc))
+    for key, name in (("partitionsConf", "partitions.conf"), ("opensmConf", "opensm.conf")):
+        if isinstance(run.outputs.get(key), str):
+            put(f"opensm/{name}", run.outputs[key])
+    shown = {k: (SECRET if k in run.secret_outputs else v) for k, v in run.outputs.items()}
+    put("outputs.yaml", dump(_sorted(shown)))
+    return files
+
+
+def resource_counts(run: Run) -> dict[str, Counter[str]]:
+    """Custom resources under each top-level component (children of Platform), by type."""
+    by_urn = {r.urn: r for r in run.records}
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in run.records:
+        if not r.custom:
+            continue
+        owner = r
+        chain = [r]
+        while owner.parent in by_urn:
+            owner = by_urn[owner.parent]
+            chain.append(owner)
+        # chain[-1] is Platform; the component just below it owns the resource.
+        top = chain[-2] if len(chain) >= 2 else chain[-1]
+        label = top.name if not top.custom else "(platform)"
+        counts[label][r.type.rsplit(":", 1)[1]] += 1
+    return dict(counts)
+
+
+def write_plan(stack: str, out: Path) -> tuple[Run, str]:
+    """Run ``stack`` offline and write its plan under ``out/<stack>``; returns the summary."""
+    from components.loader import parse_config
+    from components.offline import stack_config
+
+    raw = {k.split(":", 1)[1]: v for k, v in stack_config(stack).items() if k.startswith("gpuaas:")}
+    cfg = parse_config(raw)  # bad config stops here, before the program registers anything
+    run = run_program(stack)
+    files = plan_files(run)
+    summary = render_summary(cfg, run, resource_counts(run), files)
+    files["summary.txt"] = summary
+    target = out / stack
+    if target.exists():
+        shutil.rmtree(target)
+    for rel in sorted(files):
+        path = target / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(files[rel])
+    return run, summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.splitlines()[0])
+    parser.add_argument("stack", nargs="?", default="onprem")
+    parser.add_argument("--out", type=Path, default=ROOT / "plan")
+    parser.add_argument("--quiet", action="store_true", help="do not print the summary")
+    args = parser.parse_args(argv)
+    try:
+        _, summary = write_plan(args.stack, args.out)
+    except ConfigError as err:
+        print(err.render(), file=sys.stderr)
+        return 2
+    except FileNotFoundError as err:
+        print(f"gpuaas: no stack file {err.filename}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(summary, end="")
+    print(f"plan written to {args.out / args.stack}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,122 @@
+"""``summary.txt`` of the offline plan: what a reviewer reads first in a pull request.
+
+Everything shown is derived from the config by the same pure functions the components use
+(capacity, team requests, resource names), plus counts of what the run registered.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from components import resources
+from components.catalog import ND_SKUS
+from components.config import AksPartition, OnPremPartition, StackConfig
+from components.rules import capacity, layout_name, node_counts, sharing_groups, team_requests
+from components.types import format_pkey, full_member_pkey
+
+if TYPE_CHECKING:
+    from components.offline import Run
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """A plain-text table with aligned columns (no trailing spaces)."""
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for n, row in enumerate(cells):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
+def _quota_text(cfg: StackConfig, i: int) -> str:
+    q = cfg.teams[i].quota
+    parts = [f"{res.split('/', 1)[1]}={n}" for res, n in sorted(team_requests(cfg, i).items())]
+    parts += [f"cpu={q.cpu}", f"memory={q.memory}", f"pods={q.pods}"]
+    return ", ".join(parts)
+
+
+def _guid_count(cfg: StackConfig) -> int:
+    p = cfg.onprem
+    if p is None:
+        return 0
+    return sum(len(p.groups_by_name[n.node_group].hcas) for n in p.nodes if n.node_group in p.groups_by_name)
+
+
+def _nad_name(team_name: str, teams_out: Mapping[str, Any]) -> str:
+    info = teams_out.get(team_name) if isinstance(teams_out, Mapping) else None
+    if isinstance(info, Mapping) and info.get("nad"):
+        return str(info["nad"])
+    return "-"
+
+
+def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]], files: Mapping[str, str]) -> str:
+    """The plan summary text."""
+    out: list[str] = []
+    p = cfg.platform
+    total = sum(sum(c.values()) for c in counts.values())
+    out.append(f"gpuaas offline plan — stack {run.stack} ({p.kind})")
+    out.append(f"{total} resources, {len(files)} plan files. No cluster, cloud or credentials were contacted.")
+    out.append("")
+
+    out.append("Node groups" if p.kind == "onprem" else "GPU pools (capacity at maxCount)")
+    rows = []
+    nodes = node_counts(cfg)
+    for _where, name, sharing, model in sharing_groups(cfg):
+        share = f"time-slicing x{sharing.time_slicing.replicas}" if sharing.time_slicing else "-"
+        extra = []
+        if cfg.aks is not None:
+            sku = ND_SKUS.get(cfg.aks.pools_by_name[name].vm_size)
+            extra = [cfg.aks.pools_by_name[name].vm_size, f"{sku.ib_gbps_per_gpu if sku else '?'} Gb/s/GPU"]
+        rows.append([name, model, nodes.get(name, 0), *extra, layout_name(sharing), share])
+    headers = ["group", "gpu", "nodes"] + (["vm size", "infiniband"] if cfg.aks is not None else [])
+    out += table([*headers, "mig.config", "sharing"], rows)
+    out.append("")
+
+    out.append("Teams")
+    teams_out = run.outputs.get("teams") or {}
+    rows = []
+    for i, t in enumerate(cfg.teams):
+        part = t.partition
+        if isinstance(part, OnPremPartition):
+            pk = f"{format_pkey(part.pkey)} / {full_member_pkey(part.pkey)}"
+            vf, guids, res = str(part.vf_index), str(_guid_count(cfg)), resources.sriov_resource(part.pkey)
+        elif isinstance(part, AksPartition):
+            pk, vf, guids = f"pool {part.node_pool} (Azure P_Key)", "-", "-"
+            res = resources.rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name)
+        else:
+            pk, vf, guids, res = "-", "-", "-", "-"
+        rows.append([t.name, t.ns, pk, vf, guids, res, _nad_name(t.name, teams_out), _quota_text(cfg, i)])
+    out += table(["team", "namespace", "p_key (config / full)", "vf", "guids", "rdma resource", "nad", "quota"], rows)
+    out.append("")
+
+    out.append(
+        "Capacity vs. quotas" + (" (oversubscription allowed)" if cfg.quota_policy.allow_oversubscription else "")
+    )
+    cap = capacity(cfg)
+    asked: Counter[str] = Counter()
+    for i in range(len(cfg.teams)):
+        asked.update(team_requests(cfg, i))
+    out += table(
+        ["resource", "fleet", "quota total"],
+        [[r, cap.get(r, 0), asked.get(r, 0)] for r in sorted(set(cap) | set(asked))],
+    )
+    out.append("")
+
+    out.append("Resources per component")
+    rows = [
+        [comp, sum(c.values()), ", ".join(f"{k} {n}" for k, n in sorted(c.items()))]
+        for comp, c in sorted(counts.items())
+    ]
+    out += table(["component", "count", "types"], rows)
+    out.append("")
+    if cfg.aks is not None and cfg.aks.register_infiniband_feature:
+        out.append(
+            "Note: AKSInfinibandSupport is registered subscription-wide and asynchronously; pools created before it "
+            "reports Registered do not land on one InfiniBand network."
+        )
+        out.append("")
+    return "\n".join(out)
