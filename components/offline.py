@@ -64,13 +64,14 @@ class _Mocks(pulumi.runtime.Mocks):
                     break
         return f"{args.name}-id", state
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        # The SDK's MockMonitor iterates the failures list, so "no failures" is ``[]``, never None.
         if args.token.endswith("listManagedClusterUserCredentials") or args.token.endswith(
             "listManagedClusterAdminCredentials"
         ):
             value = base64.b64encode(FAKE_KUBECONFIG.encode()).decode()
-            return {"kubeconfigs": [{"name": "clusterUser", "value": value}]}, None
-        return {}, None
+            return {"kubeconfigs": [{"name": "clusterUser", "value": value}]}, []
+        return {}, []
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):
@@ -139,9 +140,9 @@ def stack_file(stack: str) -> Path:
     return ROOT / f"Pulumi.{stack}.yaml"
 
 
-def stack_config(stack: str) -> dict[str, Any]:
-    """The ``config:`` map of ``Pulumi.<stack>.yaml`` (fully qualified keys)."""
-    data = yaml.safe_load(stack_file(stack).read_text()) or {}
+def stack_config(stack: str, path: Path | None = None) -> dict[str, Any]:
+    """The ``config:`` map of ``Pulumi.<stack>.yaml`` or ``path`` (fully qualified keys)."""
+    data = yaml.safe_load((path or stack_file(stack)).read_text()) or {}
     return dict(data.get("config") or {})
 
 

@@ -163,14 +163,18 @@ def resource_counts(run: Run) -> dict[str, Counter[str]]:
     return dict(counts)
 
 
-def write_plan(stack: str, out: Path) -> tuple[Run, str]:
-    """Run ``stack`` offline and write its plan under ``out/<stack>``; returns the summary."""
+def write_plan(stack: str, out: Path, stack_file: Path | None = None) -> tuple[Run, str]:
+    """Run ``stack`` offline and write its plan under ``out/<stack>``; returns the summary.
+
+    ``stack_file`` replaces ``Pulumi.<stack>.yaml`` (e.g. a candidate config in review).
+    """
     from components.loader import parse_config
     from components.offline import stack_config
 
-    raw = {k.split(":", 1)[1]: v for k, v in stack_config(stack).items() if k.startswith("gpuaas:")}
+    config = stack_config(stack, stack_file)
+    raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gpuaas:")}
     cfg = parse_config(raw)  # bad config stops here, before the program registers anything
-    run = run_program(stack)
+    run = run_program(stack, config=config)
     files = plan_files(run)
     summary = render_summary(cfg, run, resource_counts(run), files)
     files["summary.txt"] = summary
@@ -189,9 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stack", nargs="?", default="onprem")
     parser.add_argument("--out", type=Path, default=ROOT / "plan")
     parser.add_argument("--quiet", action="store_true", help="do not print the summary")
+    parser.add_argument("--stack-file", type=Path, help="read the config from this file instead of Pulumi.<stack>.yaml")
     args = parser.parse_args(argv)
     try:
-        _, summary = write_plan(args.stack, args.out)
+        _, summary = write_plan(args.stack, args.out, args.stack_file)
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         return 2
