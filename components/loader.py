@@ -8,6 +8,7 @@ traceback — before any resource is registered.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import types
 import typing
@@ -17,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from components.config import StackConfig
-from components.errors import ConfigError, Loc, from_validation_error
+from components.errors import ConfigError, Issue, Loc, from_validation_error, path
 from components.rules import check
 
 NAMESPACE = "gpuaas"
@@ -28,11 +29,54 @@ def parse_config(raw: Mapping[str, Any]) -> StackConfig:
     try:
         cfg = StackConfig.model_validate(dict(raw))
     except ValidationError as err:
-        raise ConfigError(from_validation_error(err, allowed_keys())) from None
+        issues = from_validation_error(err, allowed_keys())
+        raise ConfigError(sorted(set(issues) | set(_rules_beside(raw, err)))) from None
     issues = check(cfg)
     if issues:
         raise ConfigError(issues)
     return cfg
+
+
+def _rules_beside(raw: Mapping[str, Any], err: ValidationError, rounds: int = 6) -> list[Issue]:
+    """Cross-field issues elsewhere in a config that also has structural errors.
+
+    Each bad value is pruned (a required one takes its parent with it) and the rest is checked,
+    so one round of editing fixes everything. List indices never shift, so paths stay true.
+    Issues inside a pruned item (e.g. ``teams[1]``) are dropped: they would describe the pruned
+    config, not the user's.
+    """
+    pruned = copy.deepcopy(dict(raw))
+    scopes: set[str] = set()
+    for _ in range(rounds):
+        for e in err.errors(include_url=False):
+            loc = [p for p in e["loc"] if not (isinstance(p, str) and p in ("onprem", "aks"))]
+            while loc and (isinstance(loc[-1], int) or e["type"] == "missing"):
+                loc = loc[:-1]  # a list item or a required key: prune what holds it
+                if e["type"] == "missing":
+                    break
+            if len(loc) < 2 and loc[:1] != ["versions"] and e["type"] != "extra_forbidden":
+                return []  # a whole section is unusable: nothing sensible to check beside it
+            first_item = next((i for i, p in enumerate(loc) if isinstance(p, int)), len(loc) - 1)
+            scopes.add(path(loc[: first_item + 1]))
+            _remove(pruned, loc)
+        try:
+            cfg = StackConfig.model_validate(pruned)
+        except ValidationError as again:
+            err = again
+            continue
+        return [i for i in check(cfg) if not any(i.path.startswith(s) for s in scopes) and "[*]" not in i.path]
+    return []
+
+
+def _remove(tree: Any, loc: list[Any]) -> None:
+    node = tree
+    for part in loc[:-1]:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return
+    if isinstance(node, dict):
+        node.pop(loc[-1], None)
 
 
 def allowed_keys() -> dict[Loc, list[str]]:

@@ -210,3 +210,10 @@ def test_config_is_frozen() -> None:
     cfg = parse_config(raw_stack("onprem"))
     with pytest.raises(Exception, match="frozen"):
         cfg.teams[0].name = "other"  # type: ignore[misc]
+
+
+def test_structural_and_cross_field_problems_come_together() -> None:
+    issues = _issues("onprem", _set("colour", "blue"), _set("teams[1].partition.pkey", "0x8000"),
+                     _set("teams[2].partition.vfIndex", 6))
+    paths = [i.split(": ", 1)[0] for i in issues]
+    assert paths == ["gpuaas:colour", "gpuaas:teams[1].partition.pkey", "gpuaas:teams[2].partition.vfIndex"]

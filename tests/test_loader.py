@@ -1,0 +1,60 @@
+"""Reading config from the Pulumi runtime, and failing cleanly before anything is registered."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+
+from components.loader import allowed_keys, raw_from_pulumi
+from components.offline import ROOT, run_program, stack_config
+from tests.conftest import qualified, raw_stack
+
+
+def test_runtime_config_round_trip() -> None:
+    pulumi.runtime.set_all_config({"gpuaas:teams": json.dumps([{"name": "a"}]), "gpuaas:x": "plain", "other:key": "1"})
+    assert raw_from_pulumi() == {"teams": [{"name": "a"}], "x": "plain"}
+
+
+def test_allowed_keys_cover_nested_models() -> None:
+    keys = allowed_keys()
+    assert "pkey" in keys[("teams", "*", "partition")]
+    assert "nodePool" in keys[("teams", "*", "partition")]
+    assert "vfsPerHca" in keys[("platform", "fabric")]
+
+
+def test_bad_config_stops_the_program_before_any_resource() -> None:
+    raw = raw_stack("onprem")
+    raw["teams"][1]["partition"]["pkey"] = "0x8000"
+    with pytest.raises(pulumi.RunError) as err:
+        run_program("onprem", config=qualified(raw))
+    assert "gpuaas:teams[1].partition.pkey: 0x8000 is outside" in str(err.value)
+
+
+def test_plan_cli_prints_problems_without_traceback(tmp_path: Path) -> None:
+    config = stack_config("onprem")
+    config["gpuaas:teams"][1]["partition"]["pkey"] = "0x8000"
+    config["gpuaas:teams"][2]["partition"]["vfIndex"] = 6
+    bad = tmp_path / "Pulumi.bad.yaml"
+    bad.write_text(yaml.safe_dump({"config": config}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "components.plan", "onprem", "--stack-file", str(bad), "--out", str(tmp_path / "plan")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[:3] == [
+        "gpuaas: 2 problems in the stack config:",
+        "  gpuaas:teams[1].partition.pkey: 0x8000 is outside 0x0001..0x7ffe (0x7fff is the default partition)",
+        "  gpuaas:teams[2].partition.vfIndex: 6 is beyond the 6 VFs per HCA (allowed 0..5; raise "
+        "platform.fabric.vfsPerHca to add VFs)",
+    ]
+    assert not (tmp_path / "plan").exists()
