@@ -34,5 +34,9 @@ def test_placement_is_non_overlapping_and_uses_allowed_starts() -> None:
 def test_slice_seven_needs_a_profile_that_can_reach_it() -> None:
     # 3g.40gb must take start 4 so four 1g.10gb fit in slices 0..3.
     assert place({"3g.40gb": 1, "1g.10gb": 4}, GPU_MODELS["H100-80GB"]) == [
-        ("3g.40gb", 4), ("1g.10gb", 0), ("1g.10gb", 1), ("1g.10gb", 2), ("1g.10gb", 3)
+        ("3g.40gb", 4),
+        ("1g.10gb", 0),
+        ("1g.10gb", 1),
+        ("1g.10gb", 2),
+        ("1g.10gb", 3),
     ]

@@ -37,7 +37,9 @@ def test_pkey_forms() -> None:
     assert full_member_pkey(0x7FFE) == "0xfffe"
 
 
-@pytest.mark.parametrize("spelling", ["0x0200000000000001", "02:00:00:00:00:00:00:01", 0x0200000000000001, "200000000000001"])
+@pytest.mark.parametrize(
+    "spelling", ["0x0200000000000001", "02:00:00:00:00:00:00:01", 0x0200000000000001, "200000000000001"]
+)
 def test_guid_spellings(spelling: object) -> None:
     assert parse_guid(spelling) == 0x0200000000000001
 
