@@ -247,9 +247,15 @@ class AksPlatform(Model):
     resource_group: ResourceGroup
     cluster_name: DnsLabel
     kubernetes_version: str = versions.AKS_KUBERNETES
-    #: Use an existing cluster (``clusterName`` in ``resourceGroup``) instead of creating one.
+    #: Use an existing cluster (``clusterName`` in ``resourceGroup``, which must then have
+    #: ``create: false``) instead of creating one: nothing in Azure is created or changed, only
+    #: its user credentials are read; ``gpuPools`` then describe the pools it already has.
     existing_cluster: bool = False
-    #: Register the subscription-wide, asynchronous ``AKSInfinibandSupport`` preview feature.
+    #: Register the ``AKSInfinibandSupport`` preview feature (a pool's VMs on one IB network).
+    #: Subscription-wide: it applies to every AKS cluster in the subscription and is kept when the
+    #: stack is destroyed. Asynchronous: Azure returns while it is still ``Registering``; pools
+    #: created before ``Registered`` get no IB placement, so register once out of band or rerun
+    #: ``pulumi up`` once ``az feature show`` reports ``Registered``.
     register_infiniband_feature: bool = False
     system_pool: SystemPool = SystemPool()
     gpu_pools: list[GpuPool]

@@ -11,6 +11,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.aks import AksCluster
 from components.config import StackConfig
 
 
@@ -50,4 +51,7 @@ class Platform(pulumi.ComponentResource):
                 enable_server_side_apply=True,
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        raise NotImplementedError("the AKS cluster component lands with the AKS issue")
+        cluster = AksCluster(f"{name}-aks", cfg, opts=pulumi.ResourceOptions(parent=self))
+        self.exports["clusterName"] = cluster.cluster_name
+        self.exports["kubeconfig"] = cluster.kubeconfig  # secret: the credential call's kubeconfig
+        return cluster.provider

@@ -37,3 +37,10 @@ def sriov_resource(pkey: int) -> str:
 def rdma_shared_resource(prefix: str, name: str) -> str:
     """The RDMA shared device plugin's resource, e.g. ``rdma/hca_shared_devices_a``."""
     return f"{prefix}/{name}"
+
+
+#: Node label naming the node group (on-prem) or GPU pool (AKS) a node belongs to.
+NODE_GROUP_LABEL: Final = "gpuaas.io/node-group"
+#: The mig-parted config the GPU Operator's mig-manager applies to a node
+#: (NVIDIA GPU Operator docs, "GPU Operator with MIG").
+MIG_CONFIG_LABEL: Final = "nvidia.com/mig.config"

@@ -186,9 +186,20 @@ def _aks(p: AksPlatform) -> Iterator[Issue]:
         )
     if sp.min_count > sp.max_count:
         yield Issue("gpuaas:platform.systemPool.minCount", f"{sp.min_count} is above maxCount {sp.max_count}")
+    if p.existing_cluster and p.resource_group.create:
+        yield Issue(
+            "gpuaas:platform.resourceGroup.create",
+            "true, but existingCluster is true: an existing cluster's resource group exists already; "
+            "set resourceGroup.create: false",
+        )
     names = [x.name for x in p.gpu_pools]
     for i, pool in enumerate(p.gpu_pools):
         where = f"platform.gpuPools[{i}]"
+        for key in sorted(set(pool.labels) & {resources.NODE_GROUP_LABEL, resources.MIG_CONFIG_LABEL}):
+            yield Issue(
+                _p(where, f'labels["{key}"]'),
+                f"{pool.labels[key]!r}: gpuaas sets this label from the pool's name and MIG layout; remove it",
+            )
         if pool.name == sp.name or (names.count(pool.name) > 1 and names.index(pool.name) != i):
             yield Issue(_p(where, "name"), f"duplicate pool name {pool.name!r}")
         sku = ND_SKUS.get(pool.vm_size)

@@ -47,3 +47,60 @@ def assert_value_paths_exist(values: Mapping[str, Any], values_yaml_path: Path) 
     chart_values = yaml.safe_load(values_yaml_path.read_text()) or {}
     missing = missing_value_paths(values, chart_values)
     assert not missing, f"not in {values_yaml_path}: {', '.join(missing)}"
+
+
+# --------------------------------------------------------------------------------------------
+# CRDs: a rendered custom resource against the CRD's openAPIV3Schema, unknown fields refused
+
+
+def crd_schema(crd_path: Path, api_version: str, kind: str) -> dict[str, Any]:
+    """The ``openAPIV3Schema`` of ``kind`` at ``api_version`` (``group/version``) in ``crd_path``."""
+    group, _, version = api_version.rpartition("/")
+    for doc in yaml.safe_load_all(crd_path.read_text()):
+        if not doc or doc.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = doc["spec"]
+        if spec["group"] != group or spec["names"]["kind"] != kind:
+            continue
+        for v in spec["versions"]:
+            if v["name"] == version:
+                return dict(v["schema"]["openAPIV3Schema"])
+        raise AssertionError(f"{crd_path} serves {kind} but not version {version!r}")
+    raise AssertionError(f"{crd_path} has no CustomResourceDefinition for {api_version} {kind}")
+
+
+def strict(schema: Any) -> Any:
+    """A copy of ``schema`` where every object that lists ``properties`` refuses other keys.
+
+    That is what the API server does with strict field validation (and what pruning does
+    silently otherwise): a field the CRD does not list never reaches the operator. Objects marked
+    ``x-kubernetes-preserve-unknown-fields`` or with their own ``additionalProperties`` are kept.
+    """
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict(v) for k, v in schema.items()}
+    if (
+        "properties" in schema
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+def crd_errors(obj: Mapping[str, Any], crd_path: Path) -> list[str]:
+    """Every schema violation of ``obj`` as ``path: message`` (empty when valid)."""
+    from jsonschema import Draft4Validator
+
+    schema = strict(crd_schema(crd_path, obj["apiVersion"], obj["kind"]))
+    validator = Draft4Validator(schema)
+    errors = sorted(validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{'.'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}" for e in errors]
+
+
+def validate_against_crd(obj: Mapping[str, Any], crd_path: Path) -> None:
+    """Fail, listing every violation, unless ``obj`` is valid for its CRD with unknown fields refused."""
+    errors = crd_errors(obj, crd_path)
+    assert not errors, f"{obj['kind']} {obj.get('metadata', {}).get('name')!r} vs {crd_path}:\n" + "\n".join(errors)

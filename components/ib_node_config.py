@@ -1,0 +1,224 @@
+"""ib-node-config: the host settings every RDMA pod needs, applied by a privileged DaemonSet.
+
+On every RDMA node (``cfg.network.node_selector``) it
+
+1. loads ``ib_umad`` (``/dev/infiniband/umad*``: ``ibstat``, OpenSM, perftest's path queries)
+   and ``rdma_ucm`` (``/dev/infiniband/rdma_cm``: the RDMA CM that NCCL and ``ib_write_bw -R``
+   use), and lists both in ``/etc/modules-load.d/gpuaas-ib.conf`` so they return after a reboot;
+2. writes systemd drop-ins ``LimitMEMLOCK=infinity`` for containerd and the kubelet: containers
+   inherit containerd's memlock limit, and RDMA memory registration fails under the usual 64 KiB
+   (Azure/aks-rdma-infiniband README: "without this ... ``ulimit -l`` value of 64");
+3. runs ``systemctl daemon-reload`` and restarts a service **only** when its drop-in changed, so
+   a re-rolled DaemonSet (or a rebooted node) never restarts containerd/kubelet twice;
+4. logs one line ``ib-node-config: node=… changed=… restarted=…`` and marks itself done, which
+   makes the pod Ready; then it sleeps.
+
+**Result signalling: readiness + a log line, no node label.** The pod turns Ready only after
+the script succeeded, so ``pulumi up`` (which awaits DaemonSet rollouts since
+pulumi-kubernetes#2953) and ``kubectl rollout
+status ds/ib-node-config`` report per-node completion. A node label was considered and left out:
+the node-tools image carries no API client, and the ServiceAccount would need a ClusterRole to
+patch *any* Node (RBAC cannot limit it to its own), a cluster-wide steering lever held by a
+privileged hostPID pod.
+
+It runs after the NicClusterPolicy is ready: with the containerized DOCA driver, loading the
+modules earlier would pull in the inbox ones the driver container is about to replace (the race
+behind Mellanox/doca-driver-build#52).
+
+The script lives here as a string, goes into a ConfigMap, and its SHA-256 is a pod-template
+annotation, so editing it re-rolls the DaemonSet. Every host access goes through variables a test
+can point elsewhere: ``IB_NODE_CONFIG_ROOT`` (host filesystem, default ``/host``),
+``IB_NODE_CONFIG_SYSTEMCTL`` / ``IB_NODE_CONFIG_MODPROBE`` (default: the host's, via
+``nsenter`` into PID 1), ``IB_NODE_CONFIG_DONE`` (readiness marker) and ``IB_NODE_CONFIG_ONESHOT``
+(exit instead of sleeping).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pulumi
+
+from components import k8s as kube
+from components.config import StackConfig
+from components.k8s import Manifest
+from components.network_operator import PART_OF, NetworkArgs, tolerations
+
+NAME = "ib-node-config"
+SCRIPT_KEY = "ib-node-config.sh"
+SCRIPT_DIR = "/opt/gpuaas"
+DONE_FILE = "/tmp/ib-node-config.done"
+#: Host modules loaded now and at every boot.
+MODULES = ("ib_umad", "rdma_ucm")
+#: Services that get the memlock drop-in (restarted only when it changes).
+SERVICES = ("containerd", "kubelet")
+MODULES_LOAD_FILE = "/etc/modules-load.d/gpuaas-ib.conf"
+DROPIN_NAME = "50-gpuaas-memlock.conf"
+
+SCRIPT = r"""#!/usr/bin/env bash
+# ib-node-config (gpuaas): IB kernel modules and memlock limits on an RDMA node.
+# Source of truth: components/ib_node_config.py; see its docstring for why each step exists.
+set -euo pipefail
+
+ROOT="${IB_NODE_CONFIG_ROOT-/host}"
+HOST_EXEC="nsenter --target 1 --mount --uts --ipc --net --pid --"
+read -r -a SYSTEMCTL <<< "${IB_NODE_CONFIG_SYSTEMCTL:-$HOST_EXEC systemctl}"
+read -r -a MODPROBE <<< "${IB_NODE_CONFIG_MODPROBE:-$HOST_EXEC modprobe}"
+DONE="${IB_NODE_CONFIG_DONE:-/tmp/ib-node-config.done}"
+NODE="${NODE_NAME:-$(hostname)}"
+MODULES=(__MODULES__)
+SERVICES=(__SERVICES__)
+
+rm -f "$DONE"
+
+# write_if_changed PATH CONTENT: write CONTENT (plus a newline) to ROOT/PATH unless it already
+# holds exactly that; exit status 0 = written, 1 = unchanged.
+write_if_changed() {
+  local path="$ROOT$1" content="$2"
+  if [[ -f "$path" && "$(< "$path")" == "$content" ]]; then
+    return 1
+  fi
+  mkdir -p "$(dirname "$path")"
+  printf '%s\n' "$content" > "$path.gpuaas-tmp"
+  mv -f "$path.gpuaas-tmp" "$path"
+  return 0
+}
+
+changed=()
+for module in "${MODULES[@]}"; do
+  "${MODPROBE[@]}" "$module"
+done
+if write_if_changed __MODULES_LOAD_FILE__ "$(printf '%s\n' "${MODULES[@]}")"; then
+  changed+=("modules-load")
+fi
+
+MEMLOCK_DROPIN="# gpuaas ib-node-config: RDMA pins the memory it registers; containers inherit this limit.
+[Service]
+LimitMEMLOCK=infinity"
+
+restart=()
+for service in "${SERVICES[@]}"; do
+  if write_if_changed "/etc/systemd/system/$service.service.d/__DROPIN_NAME__" "$MEMLOCK_DROPIN"; then
+    changed+=("$service-memlock")
+    restart+=("$service")
+  fi
+done
+
+if ((${#restart[@]})); then
+  "${SYSTEMCTL[@]}" daemon-reload
+  for service in "${restart[@]}"; do
+    "${SYSTEMCTL[@]}" restart "$service"
+  done
+fi
+
+join() { local IFS=,; echo "${*:-none}"; }
+echo "ib-node-config: node=$NODE modules=$(join "${MODULES[@]}")" \
+  "changed=$(join "${changed[@]}") restarted=$(join "${restart[@]}")"
+touch "$DONE"
+
+if [[ -n "${IB_NODE_CONFIG_ONESHOT:-}" ]]; then
+  exit 0
+fi
+exec sleep infinity
+"""
+
+
+def script() -> str:
+    """The node script with gpuaas's module list, services and paths filled in."""
+    return (
+        SCRIPT.replace("__MODULES__", " ".join(MODULES))
+        .replace("__SERVICES__", " ".join(SERVICES))
+        .replace("__MODULES_LOAD_FILE__", MODULES_LOAD_FILE)
+        .replace("__DROPIN_NAME__", DROPIN_NAME)
+    )
+
+
+def script_sha256() -> str:
+    return hashlib.sha256(script().encode()).hexdigest()
+
+
+def config_map(cfg: StackConfig) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": NAME, "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
+        "data": {SCRIPT_KEY: script()},
+    }
+
+
+def daemonset(cfg: StackConfig) -> Manifest:
+    """The privileged hostPID DaemonSet running :data:`SCRIPT` on every RDMA node.
+
+    Host files are reached through ``/etc`` mounted at ``/host/etc``; commands (``modprobe``,
+    ``systemctl``) run in the host's namespaces via ``nsenter --target 1``. No ServiceAccount
+    token: the script never talks to the API server.
+    """
+    labels = {"app.kubernetes.io/name": NAME, **PART_OF}
+    env: list[dict[str, Any]] = [
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "IB_NODE_CONFIG_DONE", "value": DONE_FILE},
+    ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": NAME, "namespace": cfg.network.namespace, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            # One node at a time: a changed drop-in restarts containerd and the kubelet.
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {"gpuaas.io/script-sha256": script_sha256()}},
+                "spec": {
+                    "hostPID": True,
+                    "priorityClassName": "system-node-critical",
+                    "nodeSelector": dict(cfg.network.node_selector),
+                    "tolerations": tolerations(cfg.network),
+                    "automountServiceAccountToken": False,
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [
+                        {
+                            "name": NAME,
+                            "image": f"{cfg.versions.node_tools_image}:{cfg.versions.node_tools}",
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["bash", f"{SCRIPT_DIR}/{SCRIPT_KEY}"],
+                            "env": env,
+                            "securityContext": {"privileged": True},
+                            "readinessProbe": {
+                                "exec": {"command": ["test", "-f", DONE_FILE]},
+                                "periodSeconds": 5,
+                            },
+                            "resources": {
+                                "requests": {"cpu": "10m", "memory": "16Mi"},
+                                "limits": {"memory": "64Mi"},
+                            },
+                            "volumeMounts": [
+                                {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
+                                {"name": "host-etc", "mountPath": "/host/etc"},
+                            ],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "script", "configMap": {"name": NAME, "defaultMode": 0o555}},
+                        {"name": "host-etc", "hostPath": {"path": "/etc", "type": "Directory"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+class IbNodeConfig(pulumi.ComponentResource):
+    """The ib-node-config ConfigMap and DaemonSet; ``args.after`` should hold the NicClusterPolicy."""
+
+    config_map: pulumi.CustomResource
+    daemonset: pulumi.CustomResource
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuaas:index:IbNodeConfig", name, None, opts)
+        cfg = args.cfg
+        self.config_map = kube.apply(f"{name}-script", config_map(cfg), kube.child(self, [*args.after]))
+        self.daemonset = kube.apply(
+            f"{name}-daemonset", daemonset(cfg), kube.child(self, [*args.after, self.config_map])
+        )
+        self.register_outputs({"daemonset": NAME})

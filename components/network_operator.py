@@ -1,0 +1,135 @@
+"""NVIDIA Network Operator: its namespace and the Helm release (NFD + the operator itself).
+
+The chart installs the operator and its CRDs but no NicClusterPolicy (network-operator v26.4.1
+``values.yaml`` has no ``deployCR``), so :mod:`components.nic_cluster_policy` creates the policy
+once this release is up. Values follow Microsoft's AKS guide (Azure/aks-rdma-infiniband
+``configs/values/network-operator/values.yaml``): chart defaults except the NFD rules switch.
+
+The operator's admission webhook is kept **off** on purpose: its schema for the SR-IOV device
+plugin's selectors (``webhook-schemas/net_device.json``) has ``additionalProperties: false`` and
+does not list ``pKeys``, which gpuaas relies on to bind each team's VF pool to its partition (see
+:mod:`components.nic_cluster_policy`). Turning the webhook on would make the API server refuse
+our NicClusterPolicy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import k8s as kube
+from components.config import Network, StackConfig
+from components.k8s import Manifest
+
+CHART = "network-operator"
+#: Helm release name; a contract (renaming it reinstalls the operator).
+RELEASE = "network-operator"
+
+#: Pod Security Admission levels of the operator namespace. Its DaemonSets (DOCA driver,
+#: device plugins, Multus, ib-node-config) are privileged and use host namespaces/paths; the
+#: AKS guide labels the namespace ``enforce=privileged`` (docs/01-network-operator.md). ``audit``
+#: and ``warn`` match so that the API server does not warn on every rollout.
+POD_SECURITY_LABELS: dict[str, str] = {
+    "pod-security.kubernetes.io/enforce": "privileged",
+    "pod-security.kubernetes.io/audit": "privileged",
+    "pod-security.kubernetes.io/warn": "privileged",
+}
+
+#: Labels on every object gpuaas creates for the network side.
+PART_OF = {"app.kubernetes.io/part-of": "gpuaas"}
+
+
+def namespace(cfg: StackConfig) -> Manifest:
+    """The operator namespace, Pod Security ``privileged``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": cfg.network.namespace, "labels": {**PART_OF, **POD_SECURITY_LABELS}},
+    }
+
+
+def network_operator_values(cfg: StackConfig) -> dict[str, Any]:
+    """Helm values of the network-operator chart (every path exists in the pinned values.yaml)."""
+    return {
+        "nfd": {
+            # The operator's NFD labels Mellanox nodes (feature.node.kubernetes.io/pci-15b3.present),
+            # which the NicClusterPolicy's nodeAffinity selects on by default.
+            "enabled": True,
+            "deployNodeFeatureRules": cfg.network.deploy_node_feature_rules,
+        },
+        "operator": {
+            # Off (the chart default), written out because gpuaas depends on it: the webhook's
+            # net_device.json refuses the ``pKeys`` selector that binds a VF pool to its partition.
+            "admissionController": {"enabled": False},
+        },
+    }
+
+
+def tolerations(network: Network) -> list[dict[str, Any]]:
+    """``cfg.network.tolerations`` as Kubernetes tolerations (unset fields left out)."""
+    return [t.model_dump(exclude_none=True) for t in network.tolerations]
+
+
+def node_affinity(network: Network) -> dict[str, Any]:
+    """A required nodeAffinity equivalent to ``cfg.network.node_selector`` (keys sorted)."""
+    return {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": key, "operator": "In", "values": [value]}
+                        for key, value in sorted(network.node_selector.items())
+                    ]
+                }
+            ]
+        }
+    }
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    """Arguments of the network components that run after the operator.
+
+    ``after``: resources their cluster objects wait for. A component's own ``depends_on`` does
+    not reach its children (the SDK registers children with their own dependencies only), so
+    the order is handed in and put on every child.
+    """
+
+    cfg: StackConfig
+    after: Sequence[pulumi.Resource] = ()
+
+
+class NetworkOperator(pulumi.ComponentResource):
+    """The Network Operator namespace and Helm release.
+
+    ``release`` is what later steps depend on: the NicClusterPolicy CRD exists once it is up.
+    """
+
+    namespace: pulumi.CustomResource
+    release: k8s.helm.v3.Release
+
+    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuaas:index:NetworkOperator", name, None, opts)
+        self.namespace = kube.apply(f"{name}-namespace", namespace(cfg), kube.child(self))
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            name=RELEASE,
+            chart=CHART,
+            version=cfg.versions.network_operator_chart,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=cfg.versions.helm_repository),
+            namespace=cfg.network.namespace,
+            # The namespace is ours (with its Pod Security labels), never Helm's.
+            create_namespace=False,
+            values=network_operator_values(cfg),
+            timeout=cfg.network.helm_timeout_seconds,
+            # Not atomic: a rollback would hide why the operator failed; cleanup_on_fail removes
+            # what a failed install created so the next ``up`` starts clean (pulumi-kubernetes#2054).
+            atomic=False,
+            cleanup_on_fail=True,
+            opts=kube.child(self, depends_on=[self.namespace]),
+        )
+        self.register_outputs({"namespace": cfg.network.namespace, "release": self.release.name})

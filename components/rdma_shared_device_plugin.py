@@ -1,0 +1,168 @@
+"""The RDMA shared device plugin: one HCA shared by many pods as ``<prefix>/<name>``.
+
+It comes from exactly one place per cluster (``cfg.network.rdma_shared_device_plugin``):
+
+- ``nic-cluster-policy``: the Network Operator runs it from the policy's
+  ``rdmaSharedDevicePlugin`` section (:mod:`components.nic_cluster_policy`);
+- ``standalone``: this module's ConfigMap + DaemonSet, as upstream ships it
+  (Mellanox/k8s-rdma-shared-dev-plugin v1.5.3 ``deployment/k8s/base``);
+- ``none``: neither.
+
+Two sources would register the same resource name twice with the kubelet, so both renderers
+read the same switch and the same :func:`plugin_config`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pulumi
+
+from components import k8s as kube
+from components.config import StackConfig
+from components.k8s import Manifest
+from components.network_operator import PART_OF, NetworkArgs, tolerations
+from components.resources import rdma_shared_resource
+
+#: The plugin reads ``/k8s-rdma-shared-dev-plugin/config.json`` (upstream daemonset.yaml).
+CONFIG_MAP = "rdma-devices"
+CONFIG_DIR = "/k8s-rdma-shared-dev-plugin"
+DAEMONSET = "rdma-shared-dp-ds"
+#: Mellanox (NVIDIA networking) PCI vendor id.
+MELLANOX_VENDOR = "15b3"
+
+
+def nic_cluster_policy_section(cfg: StackConfig) -> bool:
+    """Whether the NicClusterPolicy carries the plugin."""
+    return cfg.network.rdma_shared_device_plugin == "nic-cluster-policy"
+
+
+def standalone(cfg: StackConfig) -> bool:
+    """Whether gpuaas deploys the plugin itself."""
+    return cfg.network.rdma_shared_device_plugin == "standalone"
+
+
+def resource(cfg: StackConfig) -> str:
+    """The extended resource pods request, e.g. ``rdma/hca_shared_devices_a``."""
+    return rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name)
+
+
+def plugin_config(cfg: StackConfig) -> dict[str, Any]:
+    """The plugin's ``config.json`` (identical in both forms).
+
+    ``rdmaHcaMax`` bounds how many pods share one HCA (1000 on AKS: upstream's example value).
+    ``linkTypes: [infiniband]`` as in Microsoft's AKS guide (configs/nicclusterpolicy/
+    rdma-shared-device-plugin/rdma.yaml): on Azure the accelerated-networking Ethernet VF is a
+    Mellanox ``mlx5_core`` device too, and vendor/driver alone would pool it with the IB HCAs.
+    """
+    return {
+        "configList": [
+            {
+                "resourcePrefix": cfg.network.rdma_resource_prefix,
+                "resourceName": cfg.network.rdma_resource_name,
+                "rdmaHcaMax": cfg.network.rdma_hca_max,
+                "selectors": {
+                    "vendors": [MELLANOX_VENDOR],
+                    "drivers": ["mlx5_core"],
+                    "linkTypes": ["infiniband"],
+                },
+            }
+        ]
+    }
+
+
+def plugin_config_json(cfg: StackConfig) -> str:
+    """:func:`plugin_config` as the JSON text both the policy and the ConfigMap carry."""
+    return json.dumps(plugin_config(cfg), indent=2) + "\n"
+
+
+def config_map(cfg: StackConfig) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": CONFIG_MAP, "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
+        "data": {"config.json": plugin_config_json(cfg)},
+    }
+
+
+def daemonset(cfg: StackConfig) -> Manifest:
+    """The plugin DaemonSet, shaped like upstream's (privileged, kubelet plugin dirs, /dev).
+
+    The config hash annotation re-rolls the pods when ``config.json`` changes: the plugin reads
+    it only at start.
+    """
+    labels = {"app.kubernetes.io/name": DAEMONSET, **PART_OF}
+    digest = hashlib.sha256(plugin_config_json(cfg).encode()).hexdigest()
+    image = f"{cfg.versions.rdma_shared_device_plugin_image}:{cfg.versions.rdma_shared_device_plugin}"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": DAEMONSET, "namespace": cfg.network.namespace, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": DAEMONSET}},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {"gpuaas.io/config-sha256": digest}},
+                "spec": {
+                    "hostNetwork": True,
+                    "priorityClassName": "system-node-critical",
+                    "nodeSelector": dict(cfg.network.node_selector),
+                    "tolerations": tolerations(cfg.network),
+                    "automountServiceAccountToken": False,
+                    "containers": [
+                        {
+                            "name": "k8s-rdma-shared-dp-ds",
+                            "image": image,
+                            "imagePullPolicy": "IfNotPresent",
+                            "securityContext": {"privileged": True},
+                            "resources": {
+                                "requests": {"cpu": "50m", "memory": "64Mi"},
+                                "limits": {"memory": "256Mi"},
+                            },
+                            "volumeMounts": [
+                                {"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"},
+                                {"name": "plugins-registry", "mountPath": "/var/lib/kubelet/plugins_registry"},
+                                {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                                {"name": "devs", "mountPath": "/dev/"},
+                            ],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}},
+                        {"name": "plugins-registry", "hostPath": {"path": "/var/lib/kubelet/plugins_registry"}},
+                        {
+                            "name": "config",
+                            "configMap": {
+                                "name": CONFIG_MAP,
+                                "items": [{"key": "config.json", "path": "config.json"}],
+                            },
+                        },
+                        {"name": "devs", "hostPath": {"path": "/dev/"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+class RdmaSharedDevicePlugin(pulumi.ComponentResource):
+    """The standalone plugin. Create it only when :func:`standalone` is true (the Platform does)."""
+
+    config_map: pulumi.CustomResource
+    daemonset: pulumi.CustomResource
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuaas:index:RdmaSharedDevicePlugin", name, None, opts)
+        cfg = args.cfg
+        if not standalone(cfg):
+            raise ValueError(
+                "RdmaSharedDevicePlugin is the standalone form; gpuaas:network.rdmaSharedDevicePlugin is "
+                f"{cfg.network.rdma_shared_device_plugin!r} (set it to standalone, or do not create this component)"
+            )
+        self.config_map = kube.apply(f"{name}-config", config_map(cfg), kube.child(self, [*args.after]))
+        self.daemonset = kube.apply(
+            f"{name}-daemonset", daemonset(cfg), kube.child(self, [*args.after, self.config_map])
+        )
+        self.register_outputs({"resource": resource(cfg)})
