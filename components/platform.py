@@ -11,8 +11,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import rdma_shared_device_plugin
 from components.aks import AksCluster
 from components.config import StackConfig
+from components.ib_node_config import IbNodeConfig
+from components.network_operator import NetworkArgs, NetworkOperator
+from components.nic_cluster_policy import NicClusterPolicy
+from components.rdma_shared_device_plugin import RdmaSharedDevicePlugin
 
 
 class Platform(pulumi.ComponentResource):
@@ -31,9 +36,23 @@ class Platform(pulumi.ComponentResource):
         cluster_opts = pulumi.ResourceOptions(parent=self, providers={"kubernetes": provider})
         _ = cluster_opts  # used by the steps below as they land
 
-        # 2. Network Operator (NFD + operator), then 3. its NicClusterPolicy once the CRD exists.
-        # 4. ib-node-config: kernel modules and memlock, before any RDMA pod is scheduled.
-        # 5. RDMA shared device plugin (standalone form only; otherwise part of the policy).
+        # 2. Network Operator (NFD + operator), then 3. its NicClusterPolicy once the CRD exists;
+        #    Pulumi waits for the policy's status.state=ready (its pulumi.com/waitFor annotation).
+        network_operator = NetworkOperator(f"{name}-network-operator", cfg, cluster_opts)
+        nic_cluster_policy = NicClusterPolicy(
+            f"{name}-nic-cluster-policy", NetworkArgs(cfg, after=[network_operator.release]), cluster_opts
+        )
+        # 4. ib-node-config: kernel modules and memlock, before any RDMA pod is scheduled; after the
+        #    policy so the containerized DOCA driver has replaced the inbox modules it loads.
+        IbNodeConfig(f"{name}-ib-node-config", NetworkArgs(cfg, after=[nic_cluster_policy.policy]), cluster_opts)
+        # 5. RDMA shared device plugin (standalone form only; otherwise part of the policy), after
+        #    the policy: the plugin finds RDMA devices only once the NIC driver is loaded.
+        if rdma_shared_device_plugin.standalone(cfg):
+            RdmaSharedDevicePlugin(
+                f"{name}-rdma-shared-device-plugin",
+                NetworkArgs(cfg, after=[nic_cluster_policy.policy]),
+                cluster_opts,
+            )
         # 6. GPU Operator after the NicClusterPolicy is ready, so GPUDirect finds the NIC driver.
         # 7. Node labels selecting MIG and time-slicing configs (on-prem; AKS labels pools).
         # 8. SR-IOV host side and OpenSM partitions (on-prem).
