@@ -14,9 +14,11 @@ import pulumi_kubernetes as k8s
 from components import rdma_shared_device_plugin
 from components.aks import AksCluster
 from components.config import StackConfig
+from components.gpu_operator import GpuOperator
 from components.ib_node_config import IbNodeConfig
 from components.network_operator import NetworkArgs, NetworkOperator
 from components.nic_cluster_policy import NicClusterPolicy
+from components.onprem_nodes import OnPremNodes
 from components.rdma_shared_device_plugin import RdmaSharedDevicePlugin
 
 
@@ -54,7 +56,11 @@ class Platform(pulumi.ComponentResource):
                 cluster_opts,
             )
         # 6. GPU Operator after the NicClusterPolicy is ready, so GPUDirect finds the NIC driver.
-        # 7. Node labels selecting MIG and time-slicing configs (on-prem; AKS labels pools).
+        gpu_operator = GpuOperator(f"{name}-gpu-operator", cfg, cluster_opts, depends_on=[nic_cluster_policy.policy])
+        # 7. Node labels selecting MIG and time-slicing configs (on-prem; AKS labels pools), after
+        #    the ConfigMaps they name: MIG Manager fails a node whose label names no config.
+        if cfg.onprem is not None:
+            OnPremNodes(f"{name}-nodes", cfg, cluster_opts, depends_on=gpu_operator.configs)
         # 8. SR-IOV host side and OpenSM partitions (on-prem).
         # 9. Teams: namespaces, quotas, RBAC, NADs; then 10. the admission guard.
         # 11. Verification workloads, last: they prove everything above.

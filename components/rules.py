@@ -25,6 +25,9 @@ from components.types import format_pkey
 
 #: Namespaces a team may not take: the cluster's own and the platform's operators.
 RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+#: The device-plugin config of nodes without an ``nvidia.com/device-plugin.config`` label; the
+#: other keys are node-group names (:func:`components.gpu_operator.device_plugin_config_name`).
+DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
 
 
 def check(cfg: StackConfig) -> list[Issue]:
@@ -57,16 +60,29 @@ def mig_counts(sharing: GpuSharing, gpu_model: str) -> dict[str, int]:
 
 
 def layout_name(sharing: GpuSharing) -> str:
-    """The mig-parted config name a group's nodes are labelled with (``nvidia.com/mig.config``)."""
+    """The mig-parted config name a group's nodes are labelled with (``nvidia.com/mig.config``).
+
+    ``+`` is written ``.`` (``1g.10gb+me`` → ``1g.10gb.me``), as in mig-parted's own
+    ``all-1g.10gb.me``: a label value allows only alphanumerics, ``-``, ``_`` and ``.``.
+    """
     if sharing.mig.layout is not None:
-        return sharing.mig.layout
-    if sharing.mig.profiles:
-        return "-".join(f"{n}x{p}" for p, n in sorted(sharing.mig.profiles.items()))
-    return "all-disabled"
+        name = sharing.mig.layout
+    elif sharing.mig.profiles:
+        name = "-".join(f"{n}x{p}" for p, n in sorted(sharing.mig.profiles.items()))
+    else:
+        name = "all-disabled"
+    return name.replace("+", ".")
 
 
 def _sharing(cfg: StackConfig) -> Iterator[Issue]:
-    for where, _name, sharing, model in sharing_groups(cfg):
+    seen_layouts: dict[str, tuple[str, str, dict[str, int]]] = {}
+    for where, name, sharing, model in sharing_groups(cfg):
+        if name == DEVICE_PLUGIN_DEFAULT_CONFIG and sharing.time_slicing is not None:
+            yield Issue(
+                _p(where, "name"),
+                f"{name!r} is the device-plugin config of unlabelled nodes, so it cannot be time-sliced; "
+                "rename the group",
+            )
         gpu = GPU_MODELS.get(model)
         if gpu is None:
             continue  # reported by the model (on-prem) or the SKU rule (AKS)
@@ -78,6 +94,22 @@ def _sharing(cfg: StackConfig) -> Iterator[Issue]:
             value = sharing.mig.layout if key == "layout" else sharing.mig.profiles
             yield Issue(_p(where, "mig", key), f"{value!r}: {e}")
             continue
+        label = layout_name(sharing)
+        if len(label) > 63:
+            yield Issue(
+                _p(where, "mig", key),
+                f"{label!r} is {len(label)} characters; the nvidia.com/mig.config label value allows 63: "
+                "use fewer distinct profiles",
+            )
+        # One mig-parted config name holds one layout (devices: all), so a name such as
+        # all-balanced may not mean different profiles on two GPU models.
+        first = seen_layouts.setdefault(label, (where, model, counts))
+        if first[2] != counts:
+            yield Issue(
+                _p(where, "mig", key),
+                f"{label!r} is {counts} on {model} but {first[2]} on {first[1]} ({first[0]}); one MIG config "
+                "name is one layout: write mig.profiles for one of the groups",
+            )
         if counts and sharing.time_slicing is not None:
             yield Issue(
                 _p(where, "timeSlicing"),

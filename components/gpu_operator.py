@@ -1,0 +1,253 @@
+"""NVIDIA GPU Operator: its namespace, our MIG and device-plugin ConfigMaps, and the Helm release.
+
+Everything the chart is told is derived from the stack config by pure functions
+(:func:`gpu_operator_values`, :func:`mig_parted_configmap`, :func:`device_plugin_configmap`);
+:class:`GpuOperator` only registers them. Key paths follow gpu-operator v26.7.0
+``deployments/gpu-operator/values.yaml`` (../shared/upstream/gpu-operator/v26.7.0/values.yaml) and the
+ClusterPolicy CRD they are rendered into; the tests check every path and enum against both.
+
+MIG and time-slicing are selected per node by two labels (set by :mod:`components.onprem_nodes`
+on-prem and by the AgentPool on AKS): ``nvidia.com/mig.config`` names a config in our mig-parted
+ConfigMap, ``nvidia.com/device-plugin.config`` a key of our device-plugin ConfigMap
+(GPU Operator docs "GPU Operator with MIG" and "Time-Slicing GPUs in Kubernetes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components import k8s as kube
+from components import resources
+from components.config import StackConfig
+from components.mig import DISABLED, mig_parted_config
+from components.rules import DEVICE_PLUGIN_DEFAULT_CONFIG, layout_name, mig_counts, sharing_groups
+
+#: Our mig-parted ConfigMap. Naming one turns off MIG Manager's per-node generated configs
+#: (GPU Operator >= v26.3.0), so every node sees exactly the layouts the stack declares.
+MIG_CONFIGMAP = "gpuaas-mig-parted-config"
+#: The key MIG Manager reads; a custom ConfigMap "MUST have a key named config.yaml" (values.yaml).
+MIG_CONFIG_KEY = "config.yaml"
+#: Our device-plugin (and GFD) ConfigMap: one key per node group plus the unlabelled-node default.
+DEVICE_PLUGIN_CONFIGMAP = "gpuaas-time-slicing-config"
+#: Helm release name; a contract (renaming it reinstalls the operator).
+RELEASE_NAME = "gpu-operator"
+CHART = "gpu-operator"
+PSA_MODES = ("enforce", "audit", "warn")
+PART_OF = {"app.kubernetes.io/part-of": "gpuaas"}
+
+
+# --------------------------------------------------------------------------------------------
+# Pure renderers
+
+
+def driver_enabled(cfg: StackConfig) -> bool:
+    """Whether the operator installs the GPU driver. Defaults to the platform's convention.
+
+    On-prem the first seed ships the driver on the host. On AKS the GPU pools are created with the
+    AKS driver install skipped (``gpu_profile.driver=None``), and the AKS-managed driver and the
+    operator's driver "are mutually exclusive" (Azure/aks-rdma-infiniband docs 02-gpu-drivers.md),
+    so the operator must bring it.
+    """
+    if cfg.gpu_operator.driver_enabled is not None:
+        return cfg.gpu_operator.driver_enabled
+    return cfg.aks is not None
+
+
+def rdma_values(cfg: StackConfig) -> dict[str, bool]:
+    """``driver.rdma``: the legacy nvidia-peermem path on or off, and where MOFED comes from.
+
+    ``driver.rdma.enabled`` deploys nvidia-peermem (the ``nvidia-peermem-ctr`` sidecar), which only
+    the legacy ``peermem`` path needs; DMA-BUF needs no module at all. ``useHostMofed`` tells that
+    sidecar to use a MOFED installed on the host instead of the Network Operator's driver container
+    (NVIDIA GPU Operator docs, "GPUDirect RDMA and GPUDirect Storage", gpu-operator-rdma.html), so it
+    is true only for a host OFED with peermem on. Azure/aks-rdma-infiniband's gpu-operator values set
+    ``rdma.enabled: true`` and no ``useHostMofed`` because their OFED is the containerized DOCA driver.
+    """
+    enabled = cfg.gpu_operator.gpudirect == "peermem"
+    return {"enabled": enabled, "useHostMofed": enabled and cfg.network.ofed_driver == "host"}
+
+
+def mig_layouts(cfg: StackConfig) -> dict[str, dict[str, int]]:
+    """Every node group's layout by the config name its nodes are labelled with.
+
+    One name has one layout; :func:`components.rules.check` refuses a stack where a name such as
+    ``all-balanced`` means different profiles on two GPU models.
+    """
+    layouts: dict[str, dict[str, int]] = {DISABLED: {}}
+    for _where, _group, sharing, model in sharing_groups(cfg):
+        layouts[layout_name(sharing)] = mig_counts(sharing, model)
+    return dict(sorted(layouts.items()))
+
+
+def mig_parted_configmap(cfg: StackConfig) -> dict[str, Any]:
+    """Our mig-parted ConfigMap; ``config.yaml`` is dumped with sorted keys so it never churns.
+
+    Stable bytes matter: a changed ConfigMap is a diff in ``pulumi preview``, and a MIG layout
+    change evicts every GPU pod on the nodes it applies to (GPU Operator MIG docs).
+    """
+    text = yaml.safe_dump(mig_parted_config(mig_layouts(cfg)), sort_keys=True, default_flow_style=False)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": MIG_CONFIGMAP, "namespace": cfg.gpu_operator.namespace, "labels": dict(PART_OF)},
+        "data": {MIG_CONFIG_KEY: text},
+    }
+
+
+def device_plugin_config_name(group: str) -> str:
+    """The device-plugin config key of a node group / GPU pool: its name.
+
+    Keyed by group rather than by content, a group that starts or stops time-slicing changes only
+    the ConfigMap, never its nodes' ``nvidia.com/device-plugin.config`` label.
+    """
+    return group
+
+
+def device_plugin_configs(cfg: StackConfig) -> dict[str, dict[str, Any]]:
+    """k8s-device-plugin configs (``version: v1``) by key: one per group and ``default``.
+
+    Every config carries ``flags.migStrategy`` so the plugin and GFD agree with ClusterPolicy
+    ``mig.strategy``. Time-sliced groups set ``renameByDefault: true`` so replicas are advertised as
+    ``nvidia.com/gpu.shared`` (:data:`components.resources.GPU_SHARED`, what team quotas name) and
+    ``failRequestsGreaterThanOne: true`` because a request for two shares gets no more compute
+    (NVIDIA/k8s-device-plugin README, "Shared Access to GPUs with CUDA Time-Slicing").
+    """
+    strategy = cfg.gpu_operator.mig_strategy
+
+    def plain() -> dict[str, Any]:
+        return {"version": "v1", "flags": {"migStrategy": strategy}}
+
+    configs: dict[str, dict[str, Any]] = {DEVICE_PLUGIN_DEFAULT_CONFIG: plain()}
+    for _where, group, sharing, _model in sharing_groups(cfg):
+        config = plain()
+        if sharing.time_slicing is not None:
+            config["sharing"] = {
+                "timeSlicing": {
+                    "renameByDefault": True,
+                    "failRequestsGreaterThanOne": True,
+                    "resources": [{"name": resources.GPU, "replicas": sharing.time_slicing.replicas}],
+                }
+            }
+        configs[device_plugin_config_name(group)] = config
+    return dict(sorted(configs.items()))
+
+
+def device_plugin_configmap(cfg: StackConfig) -> dict[str, Any]:
+    """Our device-plugin ConfigMap: "a ConfigMap whose keys are config names" (GPU Operator time-slicing docs)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": DEVICE_PLUGIN_CONFIGMAP,
+            "namespace": cfg.gpu_operator.namespace,
+            "labels": dict(PART_OF),
+        },
+        "data": {
+            key: yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
+            for key, config in device_plugin_configs(cfg).items()
+        },
+    }
+
+
+def namespace_manifest(cfg: StackConfig) -> dict[str, Any]:
+    """The operator namespace, Pod Security ``privileged``: the driver, toolkit, device plugin and
+    MIG Manager pods are privileged host agents (GPU Operator getting-started, "Pod Security
+    Admission"). ``audit``/``warn`` match so rollouts do not warn."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": cfg.gpu_operator.namespace,
+            "labels": {**PART_OF, **{f"pod-security.kubernetes.io/{mode}": "privileged" for mode in PSA_MODES}},
+        },
+    }
+
+
+def gpu_operator_values(cfg: StackConfig) -> dict[str, Any]:
+    """Helm values of the gpu-operator chart; every other key keeps the chart's default.
+
+    - ``nfd.enabled: false``: the Network Operator already runs NFD, and two NFD deployments fight
+      over the same node labels (Azure/aks-rdma-infiniband configs/values/gpu-operator does the same).
+    - ``driver``: see :func:`driver_enabled` and :func:`rdma_values`. With ``dmabuf``, NVIDIA's
+      recommended GPUDirect path, ``kernelModuleType: open`` because DMA-BUF needs the open kernel
+      modules (``auto`` picks them only on newer branches; GPU Operator RDMA docs). A host driver
+      must likewise be the open flavour. ``version`` is set only when the stack pins one.
+    - ``migManager.config`` / ``devicePlugin.config``: our ConfigMaps (``create: false``: we own
+      them, so a MIG layout change is a ConfigMap diff rather than a Helm upgrade).
+    """
+    go = cfg.gpu_operator
+    driver: dict[str, Any] = {"enabled": driver_enabled(cfg), "rdma": rdma_values(cfg)}
+    if go.gpudirect == "dmabuf":
+        driver["kernelModuleType"] = "open"
+    if cfg.versions.gpu_driver is not None:
+        driver["version"] = cfg.versions.gpu_driver
+    return {
+        "nfd": {"enabled": False},
+        "driver": driver,
+        "mig": {"strategy": go.mig_strategy},
+        "migManager": {"config": {"create": False, "name": MIG_CONFIGMAP, "default": DISABLED}},
+        "devicePlugin": {
+            "config": {"create": False, "name": DEVICE_PLUGIN_CONFIGMAP, "default": DEVICE_PLUGIN_DEFAULT_CONFIG}
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Shell
+
+
+class GpuOperator(pulumi.ComponentResource):
+    """The GPU Operator release with the namespace and ConfigMaps it reads.
+
+    ``depends_on`` orders the release after the NicClusterPolicy: GPUDirect RDMA needs the NIC
+    driver (host or DOCA container) up before the GPU driver stack starts (GPU Operator RDMA docs).
+    ``configs`` are what node labels must wait for: a label naming a config that does not exist
+    yet makes MIG Manager fail the node.
+    """
+
+    namespace: pulumi.CustomResource
+    mig_config: pulumi.CustomResource
+    device_plugin_config: pulumi.CustomResource
+    release: k8s.helm.v3.Release
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        depends_on: Sequence[pulumi.Resource] = (),
+    ) -> None:
+        super().__init__("gpuaas:index:GpuOperator", name, None, opts)
+        self.namespace = kube.apply(f"{name}-namespace", namespace_manifest(cfg), kube.child(self))
+        in_ns = kube.child(self, [self.namespace])
+        self.mig_config = kube.apply(f"{name}-mig-config", mig_parted_configmap(cfg), in_ns)
+        self.device_plugin_config = kube.apply(f"{name}-device-plugin-config", device_plugin_configmap(cfg), in_ns)
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            name=RELEASE_NAME,
+            chart=CHART,
+            version=cfg.versions.gpu_operator_chart,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=cfg.versions.helm_repository),
+            namespace=cfg.gpu_operator.namespace,
+            # The namespace is ours (with its Pod Security labels), never Helm's.
+            create_namespace=False,
+            values=gpu_operator_values(cfg),
+            # Driver containers compile kernel modules on first start; Helm's 300 s is far too short.
+            timeout=cfg.gpu_operator.helm_timeout_seconds,
+            # cleanup_on_fail removes what a failed install created so the next ``up`` starts clean
+            # (pulumi-kubernetes#2054); not atomic, so a failure stays visible.
+            cleanup_on_fail=True,
+            opts=kube.child(self, [self.namespace, *self.configs, *depends_on]),
+        )
+        self.register_outputs({"namespace": cfg.gpu_operator.namespace, "release": self.release.name})
+
+    @property
+    def configs(self) -> list[pulumi.Resource]:
+        """The MIG and device-plugin ConfigMaps the node labels name."""
+        return [self.mig_config, self.device_plugin_config]
