@@ -33,8 +33,11 @@ DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
 def check(cfg: StackConfig) -> list[Issue]:
     """Every cross-field problem of ``cfg``, sorted by path."""
     issues: list[Issue] = []
-    for rule in (_teams, _platform, _sharing, _partitions, _quotas):
+    for rule in (_teams, _platform, _sharing, _partitions):
         issues.extend(rule(cfg))
+    if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
+        # Capacity needs valid layouts and node groups; otherwise those issues are the news.
+        issues.extend(_quotas(cfg))
     return sorted(set(issues))
 
 
