@@ -1,0 +1,109 @@
+"""Scale benchmark of the offline plan: synthetic fleets, one subprocess per case.
+
+Reports wall time, peak RSS, Pulumi resources, partitions.conf size and partitions for fleets of
+10/100/1000 nodes x 8 HCAs x 6 VFs with 8/64/256 teams. Targets (issue 7): resources grow with
+nodes, teams and node groups, never with nodes x HCAs x VFs; 1000 nodes / 256 teams under 10 s and
+1 GB on 2 cores. Not a test: run it with ``make bench`` (or ``python benchmarks/plan_scale.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = [(10, 8), (100, 64), (1000, 256)]
+HCAS, VFS, GROUPS = 8, 6, 4
+
+
+def synthetic_config(nodes: int, teams: int) -> dict[str, Any]:
+    """A fleet of ``nodes`` 8-GPU nodes in 4 groups; the first 6 teams get partitions (6 VFs)."""
+    hcas = [f"mlx5_{h}" for h in range(HCAS)]
+    groups = [
+        {"name": "mig", "gpuModel": "H100-80GB", "hcas": hcas, "mig": {"layout": "1x4g.40gb-3x1g.10gb"}},
+        {"name": "shared", "gpuModel": "H100-80GB", "hcas": hcas, "timeSlicing": {"replicas": 4}},
+        {"name": "full-a", "gpuModel": "H100-80GB", "hcas": hcas},
+        {"name": "full-b", "gpuModel": "H100-80GB", "hcas": hcas},
+    ]
+    team_list: list[dict[str, Any]] = []
+    for t in range(teams):
+        team: dict[str, Any] = {"name": f"team-{t:03d}", "groups": [f"oidc:team-{t:03d}"],
+                                "quota": {"gpus": 8, "timeSlicedGpus": 4, "mig": {"1g.10gb": 3}, "rdma": 8}}
+        if t < VFS:
+            team["partition"] = {"pkey": t + 1, "vfIndex": t}
+            team["verify"] = t == 0
+        else:
+            team["quota"]["rdma"] = 0
+        team_list.append(team)
+    return {
+        "gpuaas:platform": {
+            "kind": "onprem",
+            "nodeGroups": groups,
+            "nodes": [{"name": f"node-{i:04d}", "id": i + 1, "nodeGroup": groups[i % GROUPS]["name"]} for i in range(nodes)],
+            "fabric": {"vfsPerHca": VFS},
+        },
+        "gpuaas:teams": team_list,
+        "gpuaas:quotaPolicy": {"allowOversubscription": True},
+    }
+
+
+def one_case(nodes: int, teams: int) -> dict[str, Any]:
+    """Run in a child process: the plan of one synthetic fleet, measured."""
+    sys.path.insert(0, str(ROOT))
+    from components.loader import parse_config
+    from components.offline import run_program
+    from components.plan import plan_files
+
+    config = synthetic_config(nodes, teams)
+    start = time.perf_counter()
+    parse_config({k.split(":", 1)[1]: v for k, v in config.items()})
+    run = run_program("bench", config=config)
+    files = plan_files(run)
+    wall = time.perf_counter() - start
+    conf = str(run.outputs.get("partitionsConf") or "")
+    return {
+        "nodes": nodes,
+        "hcas": HCAS,
+        "vfs": VFS,
+        "teams": teams,
+        "resources": sum(1 for r in run.records if r.custom),
+        "components": sum(1 for r in run.records if not r.custom),
+        "partitions": sum(1 for line in conf.splitlines() if line and not line.startswith(("#", "Default"))),
+        "partitions_conf_bytes": len(conf.encode()),
+        "plan_files": len(files),
+        "wall_s": round(wall, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", nargs=2, type=int, metavar=("NODES", "TEAMS"))
+    parser.add_argument("--json", type=Path, default=ROOT / "bench-out" / "plan_scale.json")
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(one_case(*args.case)))
+        return 0
+    rows = []
+    for nodes, teams in CASES:
+        proc = subprocess.run([sys.executable, __file__, "--case", str(nodes), str(teams)],
+                              capture_output=True, text=True, check=True, cwd=ROOT)
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    head = f"{'nodes':>6} {'teams':>6} {'resources':>10} {'partitions':>10} {'conf KiB':>9} {'wall s':>7} {'peak MB':>8}"
+    print(head)
+    for r in rows:
+        print(f"{r['nodes']:>6} {r['teams']:>6} {r['resources']:>10} {r['partitions']:>10} "
+              f"{r['partitions_conf_bytes'] / 1024:>9.1f} {r['wall_s']:>7} {r['peak_rss_mb']:>8}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
