@@ -20,10 +20,9 @@ import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
-from components import resources
 from components.catalog import ND_SKUS
 from components.config import AksPlatform, GpuPool, StackConfig
-from components.rules import layout_name
+from components.onprem_nodes import pool_labels
 
 #: Azure registers the feature under this provider namespace (azure-aks-docs use-amd-gpus.md;
 #: Azure/aks-rdma-infiniband getting-started/02-prerequisites.md).
@@ -47,18 +46,16 @@ def aks_platform(cfg: StackConfig) -> AksPlatform:
 
 
 def node_labels(cfg: StackConfig, pool: GpuPool) -> dict[str, str]:
-    """Kubernetes labels of a GPU pool's nodes: the user's labels plus the node-group and MIG labels.
+    """Kubernetes labels of a GPU pool's nodes: the user's labels, then gpuaas's over them.
 
-    MIG is the GPU Operator's mig-manager applying the layout that ``nvidia.com/mig.config``
-    names; AKS-managed MIG (``gpu_instance_profile``) needs the AKS driver that ``driver=None``
-    skips (azure-aks-docs gpu-multi-instance.md). Set at pool level because AKS puts pool labels
-    on every node it adds, autoscaled ones included. Rules refuse user labels with these keys.
+    gpuaas's labels (:func:`components.onprem_nodes.pool_labels`: node group, MIG config,
+    device-plugin config) are the same on-prem nodes get by NodePatch. On AKS they sit on the
+    pool because AKS puts pool labels on every node it adds, autoscaled ones included. MIG is the
+    GPU Operator's mig-manager, not AKS-managed MIG (``gpu_instance_profile``), which needs the
+    AKS driver that ``driver=None`` skips (azure-aks-docs gpu-multi-instance.md). Rules refuse
+    user labels with gpuaas's keys, so the merge order only matters as a safety net.
     """
-    return {
-        **pool.labels,
-        resources.NODE_GROUP_LABEL: pool.name,
-        resources.MIG_CONFIG_LABEL: layout_name(pool),
-    }
+    return {**pool.labels, **pool_labels(cfg, pool)}
 
 
 def agent_pool_args(cfg: StackConfig, pool: GpuPool) -> dict[str, Any]:

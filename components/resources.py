@@ -44,3 +44,7 @@ NODE_GROUP_LABEL: Final = "gpuaas.io/node-group"
 #: The mig-parted config the GPU Operator's mig-manager applies to a node
 #: (NVIDIA GPU Operator docs, "GPU Operator with MIG").
 MIG_CONFIG_LABEL: Final = "nvidia.com/mig.config"
+#: The device-plugin config key of a node (NVIDIA/k8s-device-plugin README, "Multiple configs").
+DEVICE_PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
+#: Every label gpuaas owns on a GPU node; ``gpuPools[].labels`` may not set them.
+OWNED_NODE_LABELS: Final = frozenset({NODE_GROUP_LABEL, MIG_CONFIG_LABEL, DEVICE_PLUGIN_CONFIG_LABEL})

@@ -230,10 +230,10 @@ def _aks(p: AksPlatform) -> Iterator[Issue]:
     names = [x.name for x in p.gpu_pools]
     for i, pool in enumerate(p.gpu_pools):
         where = f"platform.gpuPools[{i}]"
-        for key in sorted(set(pool.labels) & {resources.NODE_GROUP_LABEL, resources.MIG_CONFIG_LABEL}):
+        for key in sorted(set(pool.labels) & resources.OWNED_NODE_LABELS):
             yield Issue(
                 _p(where, f'labels["{key}"]'),
-                f"{pool.labels[key]!r}: gpuaas sets this label from the pool's name and MIG layout; remove it",
+                f"{pool.labels[key]!r}: gpuaas sets this label from the pool's name and GPU sharing; remove it",
             )
         if pool.name == sp.name or (names.count(pool.name) > 1 and names.index(pool.name) != i):
             yield Issue(_p(where, "name"), f"duplicate pool name {pool.name!r}")

@@ -23,6 +23,7 @@ from components.config import StackConfig
 from components.errors import ConfigError
 from components.loader import parse_config
 from components.offline import FAKE_KUBECONFIG, Record, Run, run_program
+from components.onprem_nodes import pool_labels
 from tests.conftest import qualified, raw_stack
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
@@ -33,10 +34,11 @@ K8S_PROVIDER = "pulumi:providers:kubernetes"
 AKS_CLUSTER = "gpuaas:index:AksCluster"
 
 
-def _labels(pool: str) -> dict[str, str]:
+def _labels(pool: str, mig: str = "all-disabled") -> dict[str, str]:
     return {
         resources.NODE_GROUP_LABEL: pool,
-        resources.MIG_CONFIG_LABEL: "all-disabled",
+        resources.MIG_CONFIG_LABEL: mig,
+        resources.DEVICE_PLUGIN_CONFIG_LABEL: pool,
     }
 
 
@@ -300,11 +302,8 @@ def test_agent_pool_args_custom() -> None:
     assert args["orchestrator_version"] == "1.34.2"
     assert (args["min_count"], args["max_count"], args["count"]) == (1, 8, 1)
     assert args["node_taints"] == ["sku=h200:NoSchedule"]
-    assert args["node_labels"] == {
-        "team": "training",
-        resources.NODE_GROUP_LABEL: "ndh100a",
-        resources.MIG_CONFIG_LABEL: "all-1g.18gb",
-    }
+    assert args["node_labels"] == {"team": "training", **_labels("ndh100a", mig="all-1g.18gb")}
+    assert args["node_labels"] == {"team": "training", **pool_labels(cfg, cfg.aks.gpu_pools[0])}
     assert args["gpu_profile"] == {"driver": "None"}
 
 
