@@ -12,6 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import rdma_shared_device_plugin
+from components.admission import Admission
 from components.aks import AksCluster
 from components.config import StackConfig
 from components.gpu_operator import GpuOperator
@@ -19,7 +20,10 @@ from components.ib_node_config import IbNodeConfig
 from components.network_operator import NetworkArgs, NetworkOperator
 from components.nic_cluster_policy import NicClusterPolicy
 from components.onprem_nodes import OnPremNodes
+from components.opensm import OpenSm
 from components.rdma_shared_device_plugin import RdmaSharedDevicePlugin
+from components.sriov_host import SriovHost
+from components.teams import Teams
 
 
 class Platform(pulumi.ComponentResource):
@@ -61,8 +65,22 @@ class Platform(pulumi.ComponentResource):
         #    the ConfigMaps they name: MIG Manager fails a node whose label names no config.
         if cfg.onprem is not None:
             OnPremNodes(f"{name}-nodes", cfg, cluster_opts, depends_on=gpu_operator.configs)
-        # 8. SR-IOV host side and OpenSM partitions (on-prem).
-        # 9. Teams: namespaces, quotas, RBAC, NADs; then 10. the admission guard.
+        # 8. SR-IOV host side and OpenSM partitions (on-prem), after the policy's NIC driver: VFs get
+        #    their GUIDs, and the SM the member lists, before team NADs hand those VFs to pods.
+        team_after: list[pulumi.Resource] = [nic_cluster_policy.policy]
+        if cfg.onprem is not None:
+            if cfg.onprem.fabric.vf_config == "daemonset":
+                sriov_host = SriovHost(f"{name}-sriov-host", cfg, cluster_opts, depends_on=[nic_cluster_policy.policy])
+                team_after.append(sriov_host.daemonset)
+            opensm = OpenSm(f"{name}-opensm", cfg, cluster_opts, depends_on=[network_operator.namespace])
+            team_after.append(opensm.config_map)
+            self.exports["partitionsConf"] = opensm.partitions_conf
+            self.exports["opensmConf"] = opensm.opensm_conf
+        # 9. Teams: namespaces, quotas, RBAC, NADs (their CRD comes with the operator); then 10. the
+        #    admission guard on team pods' network annotations (and, on AKS, their node pool).
+        teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after)
+        self.exports["teams"] = teams.exports
+        Admission(f"{name}-admission", cfg, cluster_opts, depends_on=list(teams.namespaces.values()))
         # 11. Verification workloads, last: they prove everything above.
 
         self.register_outputs(self.exports)

@@ -6,6 +6,7 @@ naming the key the user edits; :func:`check` runs them all so every problem surf
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
@@ -325,6 +326,75 @@ def _partitions(cfg: StackConfig) -> Iterator[Issue]:
                     _p(where, "nodePool"),
                     f"{part.node_pool!r} is not a GPU pool; allowed: {', '.join(p.pools_by_name) or '(none defined)'}",
                 )
+    yield from _team_networks(cfg)
+
+
+def _team_networks(cfg: StackConfig) -> Iterator[Issue]:
+    """What the team networks need: one partition per AKS pool; VF config, IPAM and GUID plan on-prem."""
+    p = cfg.platform
+    if isinstance(p, AksPlatform):
+        pools: dict[str, int] = {}
+        for i, t in enumerate(cfg.teams):
+            if isinstance(t.partition, AksPartition):
+                other = pools.setdefault(t.partition.node_pool, i)
+                if other != i:
+                    yield Issue(
+                        _p(f"teams[{i}].partition", "nodePool"),
+                        f"{t.partition.node_pool!r} is already the partition of {cfg.teams[other].name!r} "
+                        f"(teams[{other}]); an ND pool is one InfiniBand partition, so teams sharing it are not "
+                        "isolated",
+                    )
+        return
+    f = p.fabric
+    if f.vf_config == "sriov-network-operator":
+        yield Issue(
+            "gpuaas:platform.fabric.vfConfig",
+            "sriov-network-operator is not supported yet: a per-partition VF pool needs a SriovNetworkNodePolicy "
+            "selecting VF n of every PF by netdev name (pfNames 'ibp12s0#n-n'), and nodeGroups[].hcas name RDMA "
+            "devices; use daemonset (see components/sriov_host.py)",
+        )
+    if f.ipam == "nv-ipam":
+        yield from _nv_ipam(cfg, p)
+    from components.sriov_host import MAX_PLAN_BYTES, estimated_plan_bytes
+
+    size = estimated_plan_bytes(p)
+    if size > MAX_PLAN_BYTES:
+        yield Issue(
+            "gpuaas:platform.nodes",
+            f"the VF GUID plan of {len(p.nodes)} nodes is {size} bytes; one ConfigMap holds at most {MAX_PLAN_BYTES}. "
+            "Lower fabric.vfsPerHca or split the fleet into stacks",
+        )
+
+
+def _nv_ipam(cfg: StackConfig, p: OnPremPlatform) -> Iterator[Issue]:
+    """nv-ipam: one /24 of ``ipamSupernet`` per team, the P_Key-th, with one address per HCA per node."""
+    f = p.fabric
+    try:
+        supernet = ipaddress.IPv4Network(f.ipam_supernet)
+    except ValueError as e:
+        yield Issue("gpuaas:platform.fabric.ipamSupernet", f"{f.ipam_supernet!r} is not an IPv4 network ({e})")
+        return
+    if supernet.prefixlen > 23:
+        yield Issue(
+            "gpuaas:platform.fabric.ipamSupernet",
+            f"{supernet} has no room for one /24 per team P_Key; use a /23 or larger (e.g. 192.168.0.0/16)",
+        )
+        return
+    slots = 1 << (24 - supernet.prefixlen)
+    for i, t in enumerate(cfg.teams):
+        if isinstance(t.partition, OnPremPartition) and t.partition.pkey >= slots:
+            yield Issue(
+                _p(f"teams[{i}].partition", "pkey"),
+                f"{format_pkey(t.partition.pkey)} has no /24 in ipamSupernet {supernet} (P_Keys 0x0001.."
+                f"{format_pkey(slots - 1)} fit); pick a lower P_Key or a larger supernet",
+            )
+    block = max((len(g.hcas) for g in p.node_groups), default=1)
+    if len(p.nodes) * block > 254:
+        yield Issue(
+            "gpuaas:platform.fabric.ipam",
+            f"nv-ipam gives a team one /24 (254 addresses) and each node {block} of them; {len(p.nodes)} nodes "
+            f"need {len(p.nodes) * block}. Use ipam: static",
+        )
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,91 @@
+"""VF GUIDs: the deterministic identity of every VF on the fabric, and each partition's members.
+
+Isolation between teams is the subnet manager's membership table keyed by port GUID: ib-sriov-cni
+programs no P_Key, it only gives a VF a GUID (k8snetworkplumbingwg/ib-sriov-cni pkg/sriov/sriov.go),
+and OpenSM puts that GUID into the partitions that list it. So GUIDs must be unique, non-zero,
+stable across ``pulumi up`` and never chosen by a tenant. gpuaas derives them from the config alone:
+
+    GUID = base | node.id << (hcaBits + vfBits) | hcaIndex << vfBits | vfIndex
+
+``node.id`` is fixed per node (:class:`components.config.Node`), the HCA index is the position in
+the node group's ``hcas`` list, and the VF index is the one a team's partition is bound to. The
+rules in :mod:`components.rules` keep every field within its bits and the base's low bits clear,
+so two different (node, HCA, VF) triples never share a GUID; :func:`check_guids` re-checks the
+rendered list anyway, because a duplicate or zero GUID in ``partitions.conf`` is a silent
+isolation failure (OpenSM falls back to ``Default=0x7fff : ALL=full`` on a bad token).
+
+The node GUID and the port GUID of a VF get the same value, as ib-sriov-cni does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from components.config import GuidScheme, Node, OnPremPlatform
+from components.types import format_guid
+
+#: Highest usable 64-bit GUID + 1; all-ones (like all-zero) is rejected by ib-sriov-cni.
+_ALL_ONES = 0xFFFF_FFFF_FFFF_FFFF
+
+
+class GuidError(ValueError):
+    """A GUID plan that would break isolation: duplicate, zero, all-ones or overflowing."""
+
+
+def vf_guid(scheme: GuidScheme, node_id: int, hca_index: int, vf_index: int) -> int:
+    """The GUID of VF ``vf_index`` on HCA ``hca_index`` of the node with ``node_id``."""
+    for what, value, bits in (
+        ("node id", node_id, scheme.node_bits),
+        ("HCA index", hca_index, scheme.hca_bits),
+        ("VF index", vf_index, scheme.vf_bits),
+    ):
+        if not 0 <= value < 1 << bits:
+            raise GuidError(f"{what} {value} does not fit {bits} bits of the GUID scheme")
+    low = scheme.hca_bits + scheme.vf_bits
+    if scheme.base >> (low + scheme.node_bits) << (low + scheme.node_bits) != scheme.base:
+        raise GuidError(f"GUID base {format_guid(scheme.base)} overlaps the node/HCA/VF bits")
+    guid = scheme.base | node_id << low | hca_index << scheme.vf_bits | vf_index
+    if not 0 < guid < _ALL_ONES:
+        raise GuidError(f"{format_guid(guid)} is not a usable GUID (all-zero and all-ones are invalid)")
+    return guid
+
+
+def _sorted_nodes(onprem: OnPremPlatform) -> list[Node]:
+    # By id: the order of ``platform.nodes`` in the stack file must not change any output.
+    return sorted(onprem.nodes, key=lambda n: n.id)
+
+
+def node_guids(onprem: OnPremPlatform, node: Node) -> dict[str, list[int]]:
+    """GUIDs of every VF of ``node``: HCA name → GUID of VF 0, 1, … ``vfsPerHca - 1``."""
+    group = onprem.groups_by_name[node.node_group]
+    scheme = onprem.fabric.guid_scheme
+    return {
+        hca: [vf_guid(scheme, node.id, h, vf) for vf in range(onprem.fabric.vfs_per_hca)]
+        for h, hca in enumerate(group.hcas)
+    }
+
+
+def partition_members(onprem: OnPremPlatform, vf_index: int) -> list[int]:
+    """GUIDs of the VF ``vf_index`` on every HCA of every node: one partition's member list.
+
+    Ordered by node id, then HCA index, so the rendered file does not depend on list order.
+    """
+    scheme = onprem.fabric.guid_scheme
+    members = [
+        vf_guid(scheme, node.id, h, vf_index)
+        for node in _sorted_nodes(onprem)
+        for h in range(len(onprem.groups_by_name[node.node_group].hcas))
+    ]
+    check_guids(members)
+    return members
+
+
+def check_guids(guids: Iterable[int]) -> None:
+    """Raise :class:`GuidError` on a duplicate, zero or all-ones GUID."""
+    seen: set[int] = set()
+    for guid in guids:
+        if not 0 < guid < _ALL_ONES:
+            raise GuidError(f"{format_guid(guid)} is not a usable GUID (all-zero and all-ones are invalid)")
+        if guid in seen:
+            raise GuidError(f"GUID {format_guid(guid)} appears twice; every VF needs its own")
+        seen.add(guid)

@@ -1,0 +1,242 @@
+"""The host side of SR-IOV: VFs per HCA and the deterministic GUID of every VF.
+
+Two ways exist to give VFs fixed GUIDs; ``platform.fabric.vfConfig`` picks one:
+
+``daemonset`` (default, implemented)
+    A privileged, idempotent DaemonSet reads its node's GUID plan from one ConfigMap (keyed by node
+    name) and, per HCA: sets ``sriov_numvfs`` when it differs (0 first — the kernel refuses to
+    change a non-zero count), then per VF whose current node GUID differs: writes node and port
+    GUID and link policy Follow — MLNX_OFED's ``/sys/class/infiniband/<pf>/device/sriov/<vf>/
+    {node,port,policy}`` where present, else the upstream netlink way ``ip link set <pf> vf <n>
+    node_guid … port_guid … state auto`` (ip-link(8)) — and unbinds/rebinds the VF so the driver
+    picks the GUID up (k8snetworkplumbingwg/sriovnet mofed_ib_helper.go; ib-sriov-cni sriov.go does
+    the same per pod). A VF already carrying its GUID is left alone, so re-runs never disturb a
+    running pod. It works with inbox and DOCA/MLNX_OFED drivers and needs nothing but the config.
+
+``sriov-network-operator`` (rendered, not deployable yet: a config error says so)
+    The operator assigns GUIDs from ``/etc/sriov-operator/infiniband/guids`` on the host — JSON
+    ``[{"pciAddress"|"pfGuid", "guids": [...] | "rangeStart"/"rangeEnd"}]``; note the code's keys
+    (k8snetworkplumbingwg/sriov-network-operator pkg/host/internal/infiniband/ib_guid_config.go)
+    differ from its design doc's ``pci_address``/``guidsRange``. :func:`operator_guid_file`
+    renders it. But a per-partition resource needs one SriovNetworkNodePolicy per team selecting
+    VF ``n`` of every PF by *netdev name* (``pfNames: ["ibp12s0#n-n"]``), and the operator's
+    device plugin config has no ``pKeys`` selector; the stack config names HCAs by RDMA device
+    (``mlx5_0``), not netdev. :func:`sriov_network_node_policy` renders the policy from PF names
+    (validated against the network-operator-bundled CRD) for when the config carries them.
+
+Scale: the GUID plan is data, one ConfigMap with a key per node (``<hca> <guid vf0> <guid vf1>
+…`` per line), never a resource per node×HCA×VF; the number of resources is constant in the
+fleet size. :data:`MAX_PLAN_BYTES` keeps it below the 1 MiB object limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import pulumi
+
+from components import k8s as kube
+from components import resources
+from components.config import Node, OnPremPartition, OnPremPlatform, StackConfig, Team, Toleration
+from components.guids import check_guids, node_guids
+from components.k8s import Manifest
+from components.types import colon_guid
+
+PART_OF: Final = {"app.kubernetes.io/part-of": "gpuaas"}
+GUIDS_CONFIG_MAP: Final = "gpuaas-vf-guids"
+DAEMONSET: Final = "gpuaas-vf-config"
+PLAN_DIR: Final = "/etc/gpuaas/vf-guids"
+#: Host file of the SR-IOV Network Operator's static IB GUID assignment.
+OPERATOR_GUID_FILE: Final = "/etc/sriov-operator/infiniband/guids"
+#: ConfigMaps hold at most 1 MiB (etcd's request limit); leave room for metadata.
+MAX_PLAN_BYTES: Final = 900 * 1024
+CONFIG_HASH_ANNOTATION: Final = "gpuaas.io/config-hash"
+
+#: Idempotent per-node VF configuration (see the module docstring). Runs once, then stays Ready.
+CONFIGURE_VFS: Final = r"""set -euo pipefail
+plan="$PLAN_DIR/$NODE_NAME"
+if [ ! -f "$plan" ]; then
+  echo "no GUID plan for node $NODE_NAME: not one of platform.nodes, nothing to do"
+  touch /tmp/ready; exec sleep infinity
+fi
+host() { nsenter --target 1 --mount -- "$@"; }
+while read -r hca guids; do
+  [ -n "$hca" ] || continue
+  dev="/sys/class/infiniband/$hca/device"
+  [ -d "$dev" ] || { echo "$hca: no such RDMA device on $NODE_NAME" >&2; exit 1; }
+  read -r -a want <<<"$guids"
+  n=${#want[@]}
+  if [ "$(cat "$dev/sriov_numvfs")" != "$n" ]; then
+    echo "$hca: sriov_numvfs -> $n"
+    echo 0 > "$dev/sriov_numvfs"
+    echo "$n" > "$dev/sriov_numvfs"
+  fi
+  pf=$(ls "$dev/net" | head -n 1)
+  for ((vf = 0; vf < n; vf++)); do
+    guid=${want[$vf]}
+    bdf=$(basename "$(readlink -f "$dev/virtfn$vf")")
+    have=$(cat /sys/bus/pci/devices/"$bdf"/infiniband/*/node_guid 2>/dev/null | tr -d ':' || true)
+    [ "$have" = "${guid//:/}" ] && continue
+    if [ -d "$dev/sriov/$vf" ]; then
+      echo "$guid" > "$dev/sriov/$vf/node"
+      echo "$guid" > "$dev/sriov/$vf/port"
+      echo Follow > "$dev/sriov/$vf/policy"
+    else
+      host ip link set "$pf" vf "$vf" node_guid "$guid" port_guid "$guid" state auto
+    fi
+    echo "$bdf" > /sys/bus/pci/drivers/mlx5_core/unbind 2>/dev/null || true
+    echo "$bdf" > /sys/bus/pci/drivers/mlx5_core/bind
+    echo "$hca VF $vf ($bdf): GUID $guid"
+  done
+done < "$plan"
+touch /tmp/ready
+exec sleep infinity
+"""
+
+
+def guid_table(onprem: OnPremPlatform, node: Node) -> str:
+    """One node's plan: a line per HCA, ``<hca> <GUID of VF 0> <GUID of VF 1> …`` (colon form)."""
+    table = node_guids(onprem, node)
+    return "".join(f"{hca} {' '.join(colon_guid(g) for g in guids)}\n" for hca, guids in table.items())
+
+
+def guid_plan(cfg: StackConfig) -> dict[str, str]:
+    """Every node's plan, keyed by node name (sorted); every GUID of the fleet checked unique."""
+    onprem = cfg.onprem
+    if onprem is None:
+        return {}
+    check_guids(g for n in onprem.nodes for guids in node_guids(onprem, n).values() for g in guids)
+    return {n.name: guid_table(onprem, n) for n in sorted(onprem.nodes, key=lambda n: n.name)}
+
+
+def plan_bytes(cfg: StackConfig) -> int:
+    return sum(len(k) + len(v) for k, v in guid_plan(cfg).items())
+
+
+def guid_config_map(cfg: StackConfig) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": GUIDS_CONFIG_MAP, "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
+        "data": guid_plan(cfg),
+    }
+
+
+def config_hash(*texts: str) -> str:
+    """Short digest of what a pod runs with: a change rolls the pods, nothing else does."""
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def tolerations(items: Sequence[Toleration]) -> list[dict[str, Any]]:
+    return [t.model_dump(exclude_none=True) for t in items]
+
+
+def daemonset(cfg: StackConfig) -> Manifest:
+    """The privileged VF/GUID DaemonSet, rolled whenever the plan or the script changes."""
+    plan = guid_plan(cfg)
+    digest = config_hash(CONFIGURE_VFS, json.dumps(plan, sort_keys=True))
+    labels = {"app.kubernetes.io/name": DAEMONSET, **PART_OF}
+    v = cfg.versions
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": DAEMONSET, "namespace": cfg.network.namespace, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": DAEMONSET}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {CONFIG_HASH_ANNOTATION: digest}},
+                "spec": {
+                    "hostNetwork": True,
+                    "hostPID": True,
+                    "priorityClassName": "system-node-critical",
+                    "nodeSelector": dict(cfg.network.node_selector),
+                    "tolerations": tolerations(cfg.network.tolerations),
+                    "containers": [
+                        {
+                            "name": "configure-vfs",
+                            "image": f"{v.node_tools_image}:{v.node_tools}",
+                            "command": ["/bin/bash", "-c", CONFIGURE_VFS],
+                            "env": [
+                                {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                                {"name": "PLAN_DIR", "value": PLAN_DIR},
+                            ],
+                            "securityContext": {"privileged": True},
+                            "readinessProbe": {"exec": {"command": ["test", "-f", "/tmp/ready"]}, "periodSeconds": 5},
+                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+                            "volumeMounts": [{"name": "plan", "mountPath": PLAN_DIR, "readOnly": True}],
+                        }
+                    ],
+                    "volumes": [{"name": "plan", "configMap": {"name": GUIDS_CONFIG_MAP}}],
+                },
+            },
+        },
+    }
+
+
+def operator_guid_file(table: Mapping[str, Sequence[int]], pci_by_hca: Mapping[str, str]) -> str:
+    """The SR-IOV Network Operator's GUID file for one node: VF n of each PF gets ``guids[n]``."""
+    entries = [{"pciAddress": pci_by_hca[hca], "guids": [colon_guid(g) for g in guids]} for hca, guids in table.items()]
+    return json.dumps(entries, indent=2) + "\n"
+
+
+def sriov_network_node_policy(cfg: StackConfig, team: Team, pf_names: Sequence[str]) -> Manifest:
+    """One team's SriovNetworkNodePolicy: VF ``vfIndex`` of every named PF as the team's pool."""
+    part = team.partition
+    onprem = cfg.onprem
+    if onprem is None or not isinstance(part, OnPremPartition):
+        raise ValueError(f"team {team.name!r} has no on-prem partition")
+    vf = part.vf_index
+    return {
+        "apiVersion": "sriovnetwork.openshift.io/v1",
+        "kind": "SriovNetworkNodePolicy",
+        "metadata": {"name": f"gpuaas-{team.name}", "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
+        "spec": {
+            "resourceName": resources.sriov_resource_name(part.pkey),
+            "nodeSelector": dict(cfg.network.node_selector),
+            "numVfs": onprem.fabric.vfs_per_hca,
+            "nicSelector": {"vendor": "15b3", "pfNames": [f"{pf}#{vf}-{vf}" for pf in pf_names]},
+            "linkType": "ib",
+            "isRdma": True,
+            "deviceType": "netdevice",
+            "priority": 90,
+        },
+    }
+
+
+class SriovHost(pulumi.ComponentResource):
+    """The GUID plan ConfigMap and the VF DaemonSet: two resources whatever the fleet size."""
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        depends_on: Sequence[pulumi.Resource] = (),
+    ) -> None:
+        super().__init__("gpuaas:index:SriovHost", name, None, opts)
+        onprem = cfg.onprem
+        if onprem is None or onprem.fabric.vf_config != "daemonset":
+            raise ValueError("SriovHost needs an on-prem platform with fabric.vfConfig: daemonset")
+        plan = kube.apply(f"{name}-guids", guid_config_map(cfg), kube.child(self, list(depends_on)))
+        self.daemonset = kube.apply(f"{name}-daemonset", daemonset(cfg), kube.child(self, [plan, *depends_on]))
+        self.register_outputs({"nodes": len(onprem.nodes), "configMap": GUIDS_CONFIG_MAP})
+
+
+def estimated_plan_bytes(onprem: OnPremPlatform) -> int:
+    """Size of :func:`guid_plan` computed from counts alone (for the config rules, before GUIDs exist)."""
+    guid = len(colon_guid(0)) + 1
+    groups = onprem.groups_by_name
+    return sum(
+        len(n.name) + sum(len(h) + 1 + guid * onprem.fabric.vfs_per_hca for h in groups[n.node_group].hcas)
+        for n in onprem.nodes
+        if n.node_group in groups
+    )

@@ -1,0 +1,381 @@
+"""Teams as stack config: one namespace per team with its quota, RBAC and IB network.
+
+Per team (``gpuaas:teams[*]``), in the team's namespace:
+
+* **Namespace** labelled ``gpuaas.io/team`` (the admission policies select on it) and Pod Security
+  ``baseline``. RDMA does not need ``IPC_LOCK`` here because ib-node-config raises memlock to
+  unlimited on the nodes, so baseline (which forbids adding IPC_LOCK) still runs RDMA pods;
+  ``privileged`` only where ``team.privileged`` says so (kubernetes.io, Pod Security Standards).
+* **ResourceQuota** and **LimitRange** (:mod:`components.quotas`).
+* **Role** to run workloads, read its own quota/limits and read NetworkAttachmentDefinitions:
+  the built-in ``edit``/``admin`` roles grant NADs to nobody (a CRD is in no aggregated role
+  unless it says so), and only *read* on quotas (kubernetes/kubernetes bootstrappolicy/policy.go).
+  Teams cannot create NADs, so a tenant cannot write its own ``pkey`` or GUID.
+* **RoleBinding** of ``team.groups`` to that Role.
+* On-prem, with a partition: the **NetworkAttachmentDefinition** ``ib-<team>`` of type ``ib-sriov``
+  whose ``k8s.v1.cni.cncf.io/resourceName`` is the partition's VF pool
+  (:func:`components.resources.sriov_resource`; k8snetworkplumbingwg/ib-sriov-cni
+  deployment/examples/ib-crd.yaml). ``pkey`` is informational for ib-sriov-cni (only ib-kubernetes
+  reads it); membership comes from the SM (:mod:`components.partitions`). With ``ipam: nv-ipam`` an
+  **IPPool** per team, carved from ``fabric.ipamSupernet`` by P_Key, in the Network Operator
+  namespace where nv-ipam watches its pools.
+* On AKS, with a partition (= a dedicated ND pool, one Azure-assigned P_Key per VMSS): a
+  ``gpuaas-scheduling`` **ConfigMap** holding the nodeSelector and tolerations that land pods on
+  the team's pool. It is the parameter of :mod:`components.admission`'s pool policy, which rejects
+  GPU/RDMA pods of the team that do not select that pool; the Jobs in ``workloads`` copy it.
+  Why not mutate: MutatingAdmissionPolicy is beta and off by default in 1.34 (alpha in the AKS
+  1.33 we pin), and the scheduler's ``PodNodeSelector`` admission plugin is not enabled on AKS.
+
+Never a NAD in ``default``: Multus' ``namespaceIsolation`` still lets every pod use NADs in
+``default`` unless ``globalNamespaces`` is set (k8snetworkplumbingwg/multus-cni pkg/types/conf.go
+``defaultNonIsolatedNamespace``), see :func:`multus_config`.
+
+Objects are rendered by pure functions of (config, team); the component only registers them with
+logical names ``<name>-<team>-<role>``, so reordering ``gpuaas:teams`` moves nothing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+import pulumi
+
+from components import k8s as kube
+from components import resources
+from components.config import AksPartition, OnPremPartition, StackConfig, Team
+from components.guids import partition_members
+from components.k8s import Manifest
+from components.quotas import limit_range_limits, quota_hard
+from components.types import format_pkey, full_member_pkey
+
+#: Label on every team namespace; the admission policies' namespaceSelector matches on it.
+TEAM_LABEL: Final = "gpuaas.io/team"
+PART_OF: Final = {"app.kubernetes.io/part-of": "gpuaas"}
+#: Name of the workload Role and RoleBinding in every team namespace.
+ROLE: Final = "gpuaas-team-member"
+QUOTA: Final = "gpuaas-team-quota"
+LIMITS: Final = "gpuaas-team-defaults"
+#: Namespace label of AKS teams with a partition: their ND pool (the pool policy binding selects on it).
+POOL_LABEL: Final = "gpuaas.io/node-pool"
+#: ConfigMap with the scheduling defaults of an AKS team (the pool policy's parameter).
+SCHEDULING: Final = "gpuaas-scheduling"
+#: Node label AKS puts on every node of an agent pool.
+AKS_POOL_LABEL: Final = "kubernetes.azure.com/agentpool"
+#: NetworkAttachmentDefinition annotation tying a NAD to a device-plugin pool.
+RESOURCE_NAME_ANNOTATION: Final = "k8s.v1.cni.cncf.io/resourceName"
+#: Multus thin-plugin paths inside the host's CNI directory (multus-cni deployments/multus-daemonset.yml).
+MULTUS_KUBECONFIG: Final = "/etc/cni/net.d/multus.d/multus.kubeconfig"
+
+
+def nad_name(team: Team) -> str:
+    """Name of the team's IB NetworkAttachmentDefinition (what pods put in their annotation)."""
+    return f"ib-{team.name}"
+
+
+def _meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = {**PART_OF, **extra.pop("labels", {})}
+    meta.update(extra)
+    return meta
+
+
+def namespace(cfg: StackConfig, team: Team) -> Manifest:
+    """The team namespace with its Pod Security level and team label."""
+    del cfg  # the namespace depends on the team alone
+    level = "privileged" if team.privileged else "baseline"
+    labels = {
+        TEAM_LABEL: team.name,
+        "pod-security.kubernetes.io/enforce": level,
+        "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/warn": level,
+        "pod-security.kubernetes.io/audit": level,
+    }
+    if isinstance(team.partition, AksPartition):
+        labels[POOL_LABEL] = team.partition.node_pool
+    meta = _meta(team.ns, labels=labels)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def resource_quota(cfg: StackConfig, team: Team) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": _meta(QUOTA, team.ns),
+        "spec": {"hard": quota_hard(cfg, team)},
+    }
+
+
+def limit_range(team: Team) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": _meta(LIMITS, team.ns),
+        "spec": {"limits": limit_range_limits()},
+    }
+
+
+_WRITE = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+_READ = ["get", "list", "watch"]
+
+
+def role(team: Team) -> Manifest:
+    """Run workloads; read quota, limits and the team's NADs (``edit`` covers no NADs)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(ROLE, team.ns),
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["pods", "services", "configmaps", "secrets", "persistentvolumeclaims", "serviceaccounts"],
+                "verbs": _WRITE,
+            },
+            {
+                "apiGroups": [""],
+                "resources": ["pods/exec", "pods/attach", "pods/portforward"],
+                "verbs": ["create", "get"],
+            },
+            {"apiGroups": [""], "resources": ["pods/log", "pods/status", "events", "endpoints"], "verbs": _READ},
+            {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets"], "verbs": _WRITE},
+            {
+                "apiGroups": ["apps"],
+                "resources": ["deployments/scale", "statefulsets/scale"],
+                "verbs": ["get", "update", "patch"],
+            },
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _WRITE},
+            {"apiGroups": [""], "resources": ["resourcequotas", "limitranges"], "verbs": _READ},
+            {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["network-attachment-definitions"], "verbs": _READ},
+        ],
+    }
+
+
+def role_binding(team: Team) -> Manifest | None:
+    """Bind ``team.groups`` to the team Role; ``None`` when the team names no groups."""
+    if not team.groups:
+        return None
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(ROLE, team.ns),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROLE},
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g} for g in sorted(team.groups)
+        ],
+    }
+
+
+def team_subnet(cfg: StackConfig, pkey: int) -> ipaddress.IPv4Network:
+    """The /24 of ``fabric.ipamSupernet`` that partition ``pkey`` draws addresses from (the pkey-th)."""
+    onprem = cfg.onprem
+    if onprem is None:
+        raise ValueError("team subnets exist on-prem only")
+    supernet = ipaddress.IPv4Network(onprem.fabric.ipam_supernet)
+    if supernet.prefixlen > 24 or pkey >= 1 << (24 - supernet.prefixlen):
+        raise ValueError(f"{supernet} has no /24 number {pkey}")
+    return ipaddress.IPv4Network((int(supernet.network_address) + (pkey << 8), 24))
+
+
+def per_node_block(cfg: StackConfig) -> int:
+    """Addresses nv-ipam reserves per node for one team: one per HCA (one team VF per HCA)."""
+    onprem = cfg.onprem
+    return max((len(g.hcas) for g in onprem.node_groups), default=1) if onprem else 1
+
+
+def ipam(cfg: StackConfig, team: Team) -> dict[str, Any]:
+    """The ``ipam`` section of the team NAD: ``static`` or ``nv-ipam`` with the team's pool."""
+    onprem = cfg.onprem
+    if onprem is not None and onprem.fabric.ipam == "nv-ipam":
+        return {"type": "nv-ipam", "poolName": nad_name(team)}
+    # Addresses per pod: "ips" in the network-selection annotation (the NAD declares the capability).
+    return {"type": "static"}
+
+
+def nad_config(cfg: StackConfig, team: Team) -> dict[str, Any]:
+    """The ib-sriov CNI config of the team NAD (ib-sriov-cni README "Configuration reference")."""
+    part = team.partition
+    if not isinstance(part, OnPremPartition):
+        raise ValueError(f"team {team.name!r} has no on-prem partition")
+    conf: dict[str, Any] = {
+        "cniVersion": "0.3.1",
+        "name": nad_name(team),
+        "type": "ib-sriov",
+        "pkey": full_member_pkey(part.pkey),
+        "link_state": "enable",
+        "ibKubernetesEnabled": False,
+    }
+    ipam_conf = ipam(cfg, team)
+    if ipam_conf["type"] == "static":
+        conf["capabilities"] = {"ips": True}
+    conf["ipam"] = ipam_conf
+    return conf
+
+
+def nad(cfg: StackConfig, team: Team) -> Manifest | None:
+    """The team's ib-sriov NetworkAttachmentDefinition (on-prem partitions only)."""
+    part = team.partition
+    if cfg.onprem is None or not isinstance(part, OnPremPartition):
+        return None
+    return {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": _meta(
+            nad_name(team),
+            team.ns,
+            annotations={RESOURCE_NAME_ANNOTATION: resources.sriov_resource(part.pkey)},
+        ),
+        "spec": {"config": json.dumps(nad_config(cfg, team), indent=2)},
+    }
+
+
+def ip_pool(cfg: StackConfig, team: Team) -> Manifest | None:
+    """The team's nv-ipam IPPool (``fabric.ipam: nv-ipam`` only), in the Network Operator namespace."""
+    part = team.partition
+    onprem = cfg.onprem
+    if onprem is None or onprem.fabric.ipam != "nv-ipam" or not isinstance(part, OnPremPartition):
+        return None
+    return {
+        "apiVersion": "nv-ipam.nvidia.com/v1alpha1",
+        "kind": "IPPool",
+        "metadata": _meta(nad_name(team), cfg.network.namespace, labels={TEAM_LABEL: team.name}),
+        "spec": {"subnet": str(team_subnet(cfg, part.pkey)), "perNodeBlockSize": per_node_block(cfg)},
+    }
+
+
+def _toleration(taint: str) -> dict[str, str]:
+    """``key=value:Effect`` or ``key:Effect`` (AKS nodeTaints syntax) as a Toleration."""
+    head, _, effect = taint.rpartition(":")
+    key, eq, value = head.partition("=")
+    tol = {"key": key, "operator": "Equal" if eq else "Exists", "effect": effect}
+    if eq:
+        tol["value"] = value
+    return tol
+
+
+def scheduling(cfg: StackConfig, team: Team) -> dict[str, Any] | None:
+    """nodeSelector and tolerations that put a pod of an AKS team on the team's ND pool."""
+    aks = cfg.aks
+    part = team.partition
+    if aks is None or not isinstance(part, AksPartition) or part.node_pool not in aks.pools_by_name:
+        return None
+    pool = aks.pools_by_name[part.node_pool]
+    return {
+        "nodeSelector": {AKS_POOL_LABEL: pool.name},
+        "tolerations": [_toleration(t) for t in pool.taints],
+    }
+
+
+def scheduling_config_map(cfg: StackConfig, team: Team) -> Manifest | None:
+    """The ``gpuaas-scheduling`` ConfigMap: the pool policy's parameter and the Jobs' template."""
+    sched = scheduling(cfg, team)
+    if sched is None:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(SCHEDULING, team.ns),
+        "data": {
+            "nodeSelectorKey": AKS_POOL_LABEL,
+            "nodeSelectorValue": sched["nodeSelector"][AKS_POOL_LABEL],
+            "pod-spec.json": json.dumps(sched, indent=2, sort_keys=True),
+        },
+    }
+
+
+def team_objects(cfg: StackConfig, team: Team) -> dict[str, Manifest]:
+    """Every object of one team, by role (the suffix of its logical name), namespace first."""
+    objects: dict[str, Manifest | None] = {
+        "namespace": namespace(cfg, team),
+        "quota": resource_quota(cfg, team),
+        "limits": limit_range(team),
+        "role": role(team),
+        "rolebinding": role_binding(team),
+        "nad": nad(cfg, team),
+        "ippool": ip_pool(cfg, team),
+        "scheduling": scheduling_config_map(cfg, team),
+    }
+    return {k: v for k, v in objects.items() if v is not None}
+
+
+def team_export(cfg: StackConfig, team: Team) -> dict[str, Any]:
+    """What operators read about a team (the ``teams`` stack output)."""
+    out: dict[str, Any] = {"namespace": team.ns, "quota": quota_hard(cfg, team)}
+    part = team.partition
+    onprem = cfg.onprem
+    if isinstance(part, OnPremPartition) and onprem is not None:
+        out.update(
+            {
+                "pkey": format_pkey(part.pkey),
+                "fullPkey": full_member_pkey(part.pkey),
+                "vfIndex": part.vf_index,
+                "guidCount": len(partition_members(onprem, part.vf_index)),
+                "sriovResource": resources.sriov_resource(part.pkey),
+                "nad": nad_name(team),
+            }
+        )
+    elif isinstance(part, AksPartition):
+        out["nodePool"] = part.node_pool
+    return out
+
+
+def multus_config(cfg: StackConfig, cluster_network: str) -> dict[str, Any]:
+    """Multus thin-plugin config (``NicClusterPolicy.spec.secondaryNetwork.multus.config``).
+
+    ``namespaceIsolation`` lets a pod use only NADs of its own namespace; ``globalNamespaces``
+    replaces the built-in exception for ``default`` (an empty value keeps ``default`` open to
+    everyone), so it names the Network Operator namespace, which holds no NADs of gpuaas.
+    ``cluster_network``: the primary CNI's network name or conf file (multus-cni
+    docs/configuration.md ``clusterNetwork``). The Network Operator mounts this as
+    ``00-multus.conf`` (Mellanox/network-operator manifests/state-multus-cni).
+    """
+    global_ns = [cfg.network.namespace]
+    if "default" in global_ns:
+        raise ValueError("globalNamespaces must not contain 'default'")
+    return {
+        "cniVersion": "0.3.1",
+        "name": "multus-cni-network",
+        "type": "multus",
+        "kubeconfig": MULTUS_KUBECONFIG,
+        "namespaceIsolation": True,
+        "globalNamespaces": ",".join(global_ns),
+        "clusterNetwork": cluster_network,
+    }
+
+
+def multus_config_json(cfg: StackConfig, cluster_network: str) -> str:
+    return json.dumps(multus_config(cfg, cluster_network), indent=2)
+
+
+class Teams(pulumi.ComponentResource):
+    """Every team's namespace, quota, limits, RBAC and IB network objects.
+
+    ``depends_on``: what the team objects need first — the Network Operator (NAD and IPPool
+    CRDs) and, on-prem, the OpenSM partitions that give the NAD's VFs their membership.
+    """
+
+    namespaces: dict[str, pulumi.CustomResource]
+    exports: dict[str, dict[str, Any]]
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        depends_on: Sequence[pulumi.Resource] = (),
+    ) -> None:
+        super().__init__("gpuaas:index:Teams", name, None, opts)
+        self.namespaces = {}
+        self.exports = {}
+        for team in cfg.teams:
+            objects = team_objects(cfg, team)
+            ns = kube.apply(f"{name}-{team.name}-namespace", objects.pop("namespace"), kube.child(self))
+            self.namespaces[team.name] = ns
+            for role_name, manifest in objects.items():
+                kube.apply(f"{name}-{team.name}-{role_name}", manifest, kube.child(self, [ns, *depends_on]))
+            self.exports[team.name] = team_export(cfg, team)
+        self.register_outputs({"teams": self.exports})
