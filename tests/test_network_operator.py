@@ -158,3 +158,34 @@ def test_component_parenting_names_and_order(run_of: Callable[[str], Run]) -> No
     # The Platform's kubernetes provider reaches both children through the component.
     provider = run.named("gpuaas-k8s")
     assert ns.provider.startswith(provider.urn) and release.provider.startswith(provider.urn)
+
+
+NETWORK_COMPONENTS = {
+    "gpuaas:index:NetworkOperator",
+    "gpuaas:index:NicClusterPolicy",
+    "gpuaas:index:IbNodeConfig",
+    "gpuaas:index:RdmaSharedDevicePlugin",
+}
+
+
+@pytest.mark.parametrize("stack_name", ["onprem", "aks"])
+def test_every_network_child_is_parented_prefixed_and_named(run_of: Callable[[str], Run], stack_name: str) -> None:
+    run = run_of(stack_name)
+    platform = run.named("gpuaas")
+    components = [r for r in run.records if r.type in NETWORK_COMPONENTS]
+    assert {c.type for c in components} >= NETWORK_COMPONENTS - {"gpuaas:index:RdmaSharedDevicePlugin"}
+    for component in components:
+        assert component.parent == platform.urn
+        children = [r for r in run.records if r.parent == component.urn]
+        assert children, f"{component.name} registered nothing"
+        for child in children:
+            assert child.name.startswith(f"{component.name}-"), child.name
+            if child.type == "kubernetes:helm.sh/v3:Release":
+                assert child.inputs["name"], f"{child.name}: Helm would generate a release name"
+            else:
+                assert child.inputs["metadata"]["name"], f"{child.name}: Pulumi would auto-name it"
+
+
+def test_ib_sriov_cni_is_onprem_only(run_of: Callable[[str], Run]) -> None:
+    assert run_of("onprem").named("gpuaas-nic-cluster-policy-ib-sriov-cni")
+    assert not [r for r in run_of("aks").records if r.name.endswith("ib-sriov-cni")]
