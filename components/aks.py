@@ -175,6 +175,11 @@ class AksCluster(pulumi.ComponentResource):
     With ``existing_cluster`` nothing in Azure is created or changed: ``gpuPools`` then
     describe pools that already exist (for quotas and labels' consumers), and only the
     credentials are read by cluster and resource-group name.
+
+    Takes the whole :class:`StackConfig`, like the other components, because the pools' node
+    labels come from :func:`components.onprem_nodes.pool_labels`, which does. On the first
+    preview of a new cluster the kubeconfig is unknown, so the provider is too (pulumi-azure.md
+    §1.5: test that preview of a fresh ``aks`` stack once).
     """
 
     cluster_name: pulumi.Output[str]
@@ -210,7 +215,8 @@ class AksCluster(pulumi.ComponentResource):
                 f"{name}-cluster",
                 resource_group_name=rg_name,
                 **managed_cluster_args(cfg),
-                # The autoscaler owns the System pool's node count after creation.
+                # The autoscaler owns the System pool's node count after creation (``[*]``: Pulumi
+                # property-path wildcard, https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/).
                 opts=pulumi.ResourceOptions(parent=self, protect=True, ignore_changes=["agentPoolProfiles[*].count"]),
             )
             cluster_name = cluster.name
