@@ -10,6 +10,8 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft4Validator
 
 from components.config import StackConfig
@@ -413,3 +415,24 @@ def test_gpu_operator_waits_for_the_policy(run_of: Callable[[str], Run]) -> None
         pytest.skip("the GPU Operator is not wired into the Platform yet")
     for release in releases:
         assert policy.urn in release.dependencies
+
+
+# --------------------------------------------------------------------------------------------
+# Property: a team's VF pool does not depend on which other teams exist or their order
+
+_TEAMS = [{"name": f"team-{c}", "partition": {"pkey": f"0x{i + 1:04x}", "vfIndex": i}} for i, c in enumerate("abcdef")]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.permutations(_TEAMS).flatmap(lambda teams: st.integers(1, len(teams)).map(lambda n: teams[:n])))
+def test_a_teams_pool_is_independent_of_the_other_teams(teams: list[dict[str, Any]]) -> None:
+    def pools(selected: list[dict[str, Any]]) -> dict[str, Any]:
+        config = sriov_device_plugin_config(parse_config({**onprem_raw(), "teams": selected}))
+        return {p["resourceName"]: p for p in config["resourceList"]}
+
+    together = pools(teams)
+    for team in teams:
+        (alone,) = pools([team]).items()
+        assert together[alone[0]] == alone[1]
+    names = list(together)
+    assert names == sorted(names)  # team-a..f have ascending P_Keys, so name order is P_Key order
