@@ -24,6 +24,7 @@ from components.opensm import OpenSm
 from components.rdma_shared_device_plugin import RdmaSharedDevicePlugin
 from components.sriov_host import SriovHost
 from components.teams import Teams
+from components.verification import Verification
 
 
 class Platform(pulumi.ComponentResource):
@@ -81,7 +82,15 @@ class Platform(pulumi.ComponentResource):
         teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after)
         self.exports["teams"] = teams.exports
         Admission(f"{name}-admission", cfg, cluster_opts, depends_on=list(teams.namespaces.values()))
-        # 11. Verification workloads, last: they prove everything above.
+        # 11. Verification workloads, last: they prove everything above. The Jobs run in the team
+        #     namespaces, under their quotas, admission policies and with their NADs.
+        verification = Verification(
+            f"{name}-verification",
+            cfg,
+            pulumi.ResourceOptions.merge(cluster_opts, pulumi.ResourceOptions(depends_on=[teams])),
+        )
+        if verification.jobs:
+            self.exports["verificationJobs"] = verification.jobs
 
         self.register_outputs(self.exports)
 

@@ -1,0 +1,605 @@
+"""Verification workloads: the proofs that a team's partition carries RDMA and GPUDirect traffic.
+
+Per team with ``verify: true`` (and, when ``verification.aksPools``, per AKS GPU pool) in the
+team's namespace, so that its quota, admission policy and Pod Security level apply to them:
+
+- **ib_write_bw** (perftest): a server Job and a Service, and a client Job that reaches the
+  server over the pod network for perftest's out-of-band exchange; the data then moves over
+  the InfiniBand device the pod was given. The client fails (exit 1) when the ``BW average``
+  of ``--report_gbits`` is below ``verification.ibWriteBwMinFraction`` × the link rate.
+- **NCCL all_reduce**: an Indexed Job of two pods on two nodes (one GPU each) with a headless
+  Service for the rendezvous, running ``workloads/allreduce_bench.py`` (from a ConfigMap)
+  three times: GPUDirect RDMA, RDMA through host memory, TCP. It fails when the GPUDirect run's
+  busbw is below ``verification.ncclGdrMinFraction`` × the link rate or when NCCL logged no
+  ``GDRDMA`` channel (domain.md §4.3).
+
+Which RDMA device a pod has: on-prem the SR-IOV device plugin injects the VF's PCI address as
+``PCIDEVICE_<RESOURCE>`` (resource name upper-cased, ``.``/``/``/``-`` as ``_``:
+k8snetworkplumbingwg/sriov-network-device-plugin, pkg/resources/server.go ``getEnvs``) and the
+VF's RDMA device is the one entry of ``/sys/bus/pci/devices/<bdf>/infiniband/``. On AKS the RDMA
+shared device plugin hands the pod every HCA of the node, and the first ACTIVE InfiniBand port
+is taken (NCCL picks the GPU's nearest HCA by itself).
+
+Containers stay within Pod Security ``baseline``: no privileged mode, no added capabilities
+(``IPC_LOCK`` included: the locked-memory limit is raised host-side by ib-node-config), no
+host namespaces or host paths.
+
+The Jobs are not awaited by Pulumi (``pulumi.com/skipAwait``): a proof that waits for two free
+GPU nodes must not hold or fail ``pulumi up``. Read the outcome with ``workloads/gather_results.py``.
+A Job is immutable, so it runs again when its pod template changes (the scripts' hash is an
+annotation of it); to run it again unchanged, ``pulumi up --replace <urn of the Job>``.
+
+Pure renderers here return manifests; :class:`Verification` only registers them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pulumi
+
+from components import k8s as kube
+from components.catalog import ND_SKUS
+from components.config import AksPartition, GpuPool, OnPremPartition, StackConfig
+from components.k8s import Manifest
+from components.resources import GPU, rdma_shared_resource, sriov_resource
+from components.teams import nad_name
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_SCRIPT: Final = ROOT / "workloads" / "allreduce_bench.py"
+
+#: Namespace of the per-pool proofs (AKS, ``verification.aksPools``): pools have no team namespace.
+POOL_NAMESPACE: Final = "gpuaas-verify"
+#: perftest's default out-of-band TCP port (perftest README, ``-p``).
+PERFTEST_PORT: Final = 18515
+#: torch.distributed rendezvous ports, one per NCCL run so that no run waits on a closing socket.
+RENDEZVOUS_PORT: Final = 29500
+#: ib_write_bw message size and count: 8 MiB × 5000 ≈ 42 GB, about a second at NDR, well past
+#: the size at which perftest reaches line rate (domain.md §4.1 measured NDR at 32 MiB messages).
+IB_MESSAGE_BYTES: Final = 8 * 1024 * 1024
+IB_ITERATIONS: Final = 5000
+#: Where the scripts ConfigMap is mounted.
+SCRIPTS_DIR: Final = "/opt/gpuaas"
+#: Multus' secondary-interface name for the team network (domain: NCCL_SOCKET_IFNAME on-prem).
+SECONDARY_IFNAME: Final = "net1"
+#: Seconds a proof may take end to end (image pull and the three NCCL runs included).
+DEADLINE_SECONDS: Final = 1800
+#: AKS puts this label on every node of an agent pool (AKS docs, "Use labels in an AKS cluster").
+AKS_POOL_LABEL: Final = "kubernetes.azure.com/agentpool"
+MULTUS_NETWORKS: Final = "k8s.v1.cni.cncf.io/networks"
+SKIP_AWAIT: Final = "pulumi.com/skipAwait"
+
+#: The three NCCL runs: label, extra environment, whether it is the one judged.
+#: NCCL_NET_GDR_LEVEL=SYS lets the NIC read/write GPU memory at any PCI distance; LOC never
+#: (RDMA through host memory); NCCL_IB_DISABLE=1 falls back to sockets (NCCL env docs; domain.md §4.3).
+NCCL_RUNS: Final[tuple[tuple[str, dict[str, str]], ...]] = (
+    ("gdr", {"NCCL_NET_GDR_LEVEL": "SYS", "NCCL_NET_GDR_READ": "1"}),
+    ("rdma", {"NCCL_NET_GDR_LEVEL": "LOC"}),
+    ("tcp", {"NCCL_IB_DISABLE": "1"}),
+)
+
+
+def pcidevice_env(resource: str) -> str:
+    """The variable the SR-IOV device plugin sets to the allocated PCI addresses of ``resource``."""
+    return "PCIDEVICE_" + resource.upper().replace(".", "_").replace("/", "_").replace("-", "_")
+
+
+def socket_ifname(cfg: StackConfig) -> str:
+    """NCCL's socket interface (bootstrap and the TCP run): the team network where it has addresses.
+
+    With ``fabric.ipam: nv-ipam`` every pod gets an address on ``net1``. With ``static`` a pod's
+    address comes from ``ips`` in its own network annotation (:func:`components.teams.ipam`), and the
+    two pods of an Indexed Job share one template, so ``net1`` has no IPv4 address there and NCCL's
+    sockets use the pod network; the RDMA data path is the partition's VF either way.
+    """
+    onprem = cfg.onprem
+    if onprem is not None and onprem.fabric.ipam == "nv-ipam":
+        return SECONDARY_IFNAME
+    return "eth0"
+
+
+def gbits_to_gbytes(gbps: float) -> float:
+    """Gb/s (line rates, perftest's ``--report_gbits``) to GB/s (nccl-tests' busbw)."""
+    return gbps / 8
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one set of proofs runs and what it must reach. Built by :func:`targets`."""
+
+    #: Segment of the Pulumi child names: the team name, or ``pool-<pool>``.
+    key: str
+    namespace: str
+    #: Prefix of every object's metadata.name in ``namespace``.
+    prefix: str
+    link_rate_gbps: int
+    #: The extended resource that hands the pod its RDMA device.
+    rdma_resource: str
+    #: NetworkAttachmentDefinition to attach as ``net1`` (on-prem), else None.
+    network: str | None
+    socket_ifname: str
+    #: On AKS: the pool's node selector label value and its tolerations.
+    pool: str | None = None
+    tolerations: tuple[dict[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def vf_env(self) -> str | None:
+        return pcidevice_env(self.rdma_resource) if self.network is not None else None
+
+
+def _taint_toleration(taint: str) -> dict[str, str]:
+    """``key[=value]:Effect`` (the AKS ``nodeTaints`` form) as the toleration that admits it."""
+    kv, _, effect = taint.partition(":")
+    key, eq, value = kv.partition("=")
+    tol = {"key": key, "operator": "Equal" if eq else "Exists"}
+    if eq:
+        tol["value"] = value
+    if effect:
+        tol["effect"] = effect
+    return tol
+
+
+def _pool_target(cfg: StackConfig, key: str, namespace: str, prefix: str, pool: GpuPool) -> Target:
+    sku = ND_SKUS.get(pool.vm_size)
+    return Target(
+        key=key,
+        namespace=namespace,
+        prefix=prefix,
+        link_rate_gbps=sku.ib_gbps_per_gpu if sku else 0,
+        rdma_resource=rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name),
+        network=None,
+        socket_ifname="eth0",
+        pool=pool.name,
+        tolerations=tuple(_taint_toleration(t) for t in pool.taints),
+    )
+
+
+def targets(cfg: StackConfig) -> list[Target]:
+    """Every place proofs run, in config order: verify teams first, then AKS pools."""
+    out: list[Target] = []
+    onprem, aks = cfg.onprem, cfg.aks
+    for team in cfg.teams:
+        if not team.verify or team.partition is None:
+            continue
+        if onprem is not None and isinstance(team.partition, OnPremPartition):
+            out.append(
+                Target(
+                    key=team.name,
+                    namespace=team.ns,
+                    prefix="verify",
+                    link_rate_gbps=onprem.fabric.link_rate_gbps,
+                    rdma_resource=sriov_resource(team.partition.pkey),
+                    network=nad_name(team),
+                    socket_ifname=socket_ifname(cfg),
+                )
+            )
+        elif aks is not None and isinstance(team.partition, AksPartition):
+            pool = aks.pools_by_name.get(team.partition.node_pool)
+            if pool is not None:  # an unknown pool is a config error reported by the rules
+                out.append(_pool_target(cfg, team.name, team.ns, "verify", pool))
+    if aks is not None and cfg.verification.aks_pools:
+        for pool in aks.gpu_pools:
+            out.append(_pool_target(cfg, f"pool-{pool.name}", POOL_NAMESPACE, f"verify-{pool.name}", pool))
+    return out
+
+
+def ib_min_gbps(cfg: StackConfig, t: Target) -> float:
+    """ib_write_bw pass mark in Gb/s."""
+    return round(cfg.verification.ib_write_bw_min_fraction * t.link_rate_gbps, 3)
+
+
+def nccl_min_busbw_gbytes(cfg: StackConfig, t: Target) -> float:
+    """NCCL GPUDirect busbw pass mark in GB/s (one GPU and one NIC port per pod)."""
+    return round(cfg.verification.nccl_gdr_min_fraction * gbits_to_gbytes(t.link_rate_gbps), 3)
+
+
+# --------------------------------------------------------------------------------------------
+# Scripts
+
+
+#: Sourced by every script: prints the pod's RDMA device name. ``SYSFS`` only exists for tests.
+RDMA_DEVICE_SH: Final = r"""# Prints the RDMA device this pod was given (see components/verification.py).
+rdma_device() {
+  sys="${SYSFS:-/sys}"
+  if [ -n "${VF_ENV:-}" ]; then
+    # SR-IOV device plugin: PCIDEVICE_<RESOURCE>=<bdf>[,<bdf>...]; the VF's RDMA device sits under it.
+    bdf="$(printenv "$VF_ENV" | cut -d, -f1)"
+    if [ -z "$bdf" ]; then
+      echo "rdma_device: $VF_ENV is not set: the pod did not get the partition's SR-IOV resource" >&2
+      return 1
+    fi
+    for d in "$sys/bus/pci/devices/$bdf/infiniband/"*; do
+      [ -e "$d" ] && { basename "$d"; return 0; }
+    done
+    echo "rdma_device: VF $bdf has no RDMA device under $sys/bus/pci/devices/$bdf/infiniband" >&2
+    return 1
+  fi
+  # RDMA shared device plugin: every HCA of the node; take the first ACTIVE InfiniBand port.
+  for d in "$sys/class/infiniband/"*; do
+    [ "$(cat "$d/ports/1/link_layer" 2>/dev/null)" = "InfiniBand" ] || continue
+    case "$(cat "$d/ports/1/state" 2>/dev/null)" in *ACTIVE*) basename "$d"; return 0 ;; esac
+  done
+  echo "rdma_device: no ACTIVE InfiniBand port under $sys/class/infiniband" >&2
+  return 1
+}
+"""
+
+_PERFTEST_ARGS = f'-d "$dev" -F --report_gbits -s {IB_MESSAGE_BYTES} -n {IB_ITERATIONS} -p {PERFTEST_PORT}'
+
+IB_SERVER_SH: Final = f"""#!/bin/bash
+# ib_write_bw server: waits for one client, runs the test, exits.
+set -euo pipefail
+. {SCRIPTS_DIR}/rdma-device.sh
+dev="$(rdma_device)"
+echo "ib_write_bw server on $dev ($(hostname))"
+exec ib_write_bw {_PERFTEST_ARGS}
+"""
+
+IB_CLIENT_SH: Final = f"""#!/bin/bash
+# ib_write_bw client: retries until the server answers, then judges the BW average.
+set -uo pipefail
+. {SCRIPTS_DIR}/rdma-device.sh
+dev="$(rdma_device)" || exit 1
+echo "ib_write_bw client on $dev ($(hostname)) -> $IB_SERVER, pass mark $IB_MIN_GBPS Gb/s"
+ok=0
+for attempt in $(seq 1 "${{IB_ATTEMPTS:-120}}"); do
+  if ib_write_bw {_PERFTEST_ARGS} "$IB_SERVER" >/tmp/ib_write_bw.log 2>&1; then ok=1; break; fi
+  echo "attempt $attempt: server not ready"; tail -n 3 /tmp/ib_write_bw.log; sleep 5
+done
+cat /tmp/ib_write_bw.log
+# perftest prints the column header, then one line: #bytes #iterations peak average msgrate.
+bw="$(awk '/BW average/ {{ getline; print $4; exit }}' /tmp/ib_write_bw.log)"
+if [ "$ok" = 1 ] && [ -n "$bw" ] && awk -v bw="$bw" -v min="$IB_MIN_GBPS" 'BEGIN {{ exit !(bw + 0 >= min + 0) }}'; then
+  passed=true
+else
+  passed=false
+fi
+printf 'IB_WRITE_BW_RESULT {{"device": "%s", "bw_average_gbps": %s, "min_gbps": %s, "passed": %s}}\\n' \\
+  "$dev" "${{bw:-null}}" "$IB_MIN_GBPS" "$passed"
+[ "$passed" = true ]
+"""
+
+
+def nccl_sh() -> str:
+    """The NCCL pod's script: the three runs in order, each rank in step with the other pod's."""
+    runs = []
+    for i, (label, env) in enumerate(NCCL_RUNS):
+        assigns = " ".join(f"{k}={v}" for k, v in env.items())
+        judged = ' --min-busbw-gbps "$MIN_BUSBW_GBPS" --require-gdrdma' if label == "gdr" else ""
+        runs.append(f"run {label} {RENDEZVOUS_PORT + i} {assigns} -- --nccl-log '/tmp/nccl-{label}.*'{judged}")
+    body = "\n".join(runs)
+    return f"""#!/bin/bash
+# NCCL all_reduce proof: GPUDirect RDMA (judged), RDMA via host memory, TCP (for comparison).
+set -uo pipefail
+. {SCRIPTS_DIR}/rdma-device.sh
+if [ -n "${{VF_ENV:-}}" ]; then
+  dev="$(rdma_device)" || exit 1
+  export NCCL_IB_HCA="=$dev"   # the partition's VF, nothing else
+fi
+echo "rank ${{JOB_COMPLETION_INDEX}} on $(hostname), NCCL_IB_HCA=${{NCCL_IB_HCA:-auto}}"
+status=0
+run() {{  # run LABEL PORT [VAR=value ...] -- [bench args ...]
+  label="$1"; port="$2"; shift 2
+  vars=()
+  while [ "$1" != "--" ]; do vars+=("$1"); shift; done
+  shift
+  env "${{vars[@]}}" MASTER_PORT="$port" NCCL_DEBUG_FILE="/tmp/nccl-$label.%h.%p.log" \\
+    python3 {SCRIPTS_DIR}/allreduce_bench.py --backend nccl --label "$label" "$@"
+  rc=$?
+  cat /tmp/nccl-"$label".*.log 2>/dev/null || true   # the evidence: NET/IB, GDRDMA, versions
+  echo "VERIFY_RUN {{\\"label\\": \\"$label\\", \\"rc\\": $rc}}"
+  [ "$rc" = 0 ] || status=1
+}}
+{body}
+exit "$status"
+"""
+
+
+def scripts(bench_source: str) -> dict[str, str]:
+    """ConfigMap data: the benchmark and the shell around it."""
+    return {
+        "allreduce_bench.py": bench_source,
+        "rdma-device.sh": RDMA_DEVICE_SH,
+        "ib-server.sh": IB_SERVER_SH,
+        "ib-client.sh": IB_CLIENT_SH,
+        "nccl.sh": nccl_sh(),
+    }
+
+
+def scripts_hash(bench_source: str) -> str:
+    data = scripts(bench_source)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------------------------
+# Manifests
+
+
+def _name(t: Target, role: str) -> str:
+    return f"{t.prefix}-{role}"
+
+
+def _labels(t: Target, role: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "gpuaas-verify",
+        "app.kubernetes.io/part-of": "gpuaas",
+        "app.kubernetes.io/component": role,
+        "gpuaas.io/verify-target": t.key,
+    }
+
+
+def _meta(t: Target, role: str, name: str | None = None) -> dict[str, Any]:
+    return {"name": name or _name(t, role), "namespace": t.namespace, "labels": _labels(t, role)}
+
+
+def scripts_config_map(t: Target, bench_source: str) -> Manifest:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(t, "scripts"), "data": scripts(bench_source)}
+
+
+def pool_namespace() -> Manifest:
+    """The namespace of the per-pool proofs, at Pod Security ``baseline`` like team namespaces."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": POOL_NAMESPACE,
+            "labels": {
+                "app.kubernetes.io/part-of": "gpuaas",
+                "pod-security.kubernetes.io/enforce": "baseline",
+                "pod-security.kubernetes.io/warn": "baseline",
+            },
+        },
+    }
+
+
+def _affinity(t: Target, role: str, avoid: str) -> dict[str, Any]:
+    """Pods of one pair on two nodes (required); away from the other proof's pods (preferred), so that
+    ib_write_bw and NCCL do not share an HCA while they measure it."""
+    term: dict[str, Any] = {
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {
+            "matchLabels": {"gpuaas.io/verify-target": t.key, "gpuaas.io/verify-pair": role},
+        },
+    }
+    other = {
+        "weight": 100,
+        "podAffinityTerm": {
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {"gpuaas.io/verify-target": t.key, "gpuaas.io/verify-pair": avoid}},
+        },
+    }
+    affinity: dict[str, Any] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term],
+            "preferredDuringSchedulingIgnoredDuringExecution": [other],
+        }
+    }
+    if t.pool is not None:
+        affinity["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": AKS_POOL_LABEL, "operator": "In", "values": [t.pool]}]}
+                ]
+            }
+        }
+    return affinity
+
+
+def _security_context() -> dict[str, Any]:
+    """Within Pod Security baseline: nothing added, nothing privileged, escalation off."""
+    return {"privileged": False, "allowPrivilegeEscalation": False}
+
+
+def _pod_annotations(t: Target, digest: str) -> dict[str, str]:
+    ann = {"gpuaas.io/scripts-sha256": digest}
+    if t.network is not None:
+        ann[MULTUS_NETWORKS] = json.dumps(
+            [{"name": t.network, "namespace": t.namespace, "interface": SECONDARY_IFNAME}], separators=(",", ":")
+        )
+    return ann
+
+
+def _pod_spec(
+    t: Target,
+    *,
+    pair: str,
+    avoid: str,
+    image: str,
+    script: str,
+    env: list[dict[str, str]],
+    resources: dict[str, str],
+    cpu: str,
+    memory: str,
+    subdomain: str | None = None,
+) -> dict[str, Any]:
+    common_env = [{"name": "VF_ENV", "value": t.vf_env}] if t.vf_env else []
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "affinity": _affinity(t, pair, avoid),
+        "containers": [
+            {
+                "name": pair,
+                "image": image,
+                "command": ["/bin/bash", f"{SCRIPTS_DIR}/{script}"],
+                "env": common_env + env,
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": memory, **resources},
+                    "limits": {"cpu": cpu, "memory": memory, **resources},
+                },
+                "securityContext": _security_context(),
+                "volumeMounts": [
+                    {"name": "scripts", "mountPath": SCRIPTS_DIR, "readOnly": True},
+                    {"name": "dshm", "mountPath": "/dev/shm"},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "scripts", "configMap": {"name": _name(t, "scripts"), "defaultMode": 0o555}},
+            # NCCL keeps its proxy buffers in /dev/shm; the runtime's 64 MiB default is too small.
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+        ],
+    }
+    if t.tolerations:
+        spec["tolerations"] = [dict(x) for x in t.tolerations]
+    if subdomain is not None:
+        spec["subdomain"] = subdomain
+    return spec
+
+
+def _job(t: Target, role: str, pod: dict[str, Any], pair: str, digest: str, indexed: int | None = None) -> Manifest:
+    labels = {**_labels(t, role), "gpuaas.io/verify-pair": pair}
+    spec: dict[str, Any] = {
+        # A retried rank would wait for a partner that is gone: one attempt, then read the logs.
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": DEADLINE_SECONDS,
+        "template": {"metadata": {"labels": labels, "annotations": _pod_annotations(t, digest)}, "spec": pod},
+    }
+    if indexed is not None:
+        spec |= {"completionMode": "Indexed", "completions": indexed, "parallelism": indexed}
+    meta = _meta(t, role)
+    meta["annotations"] = {SKIP_AWAIT: "true"}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def ib_server_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
+    image = f"{cfg.versions.perftest_image}:{cfg.versions.perftest}"
+    pod = _pod_spec(
+        t,
+        pair="ib",
+        avoid="nccl",
+        image=image,
+        script="ib-server.sh",
+        env=[],
+        resources={t.rdma_resource: "1"},
+        cpu="2",
+        memory="4Gi",
+    )
+    job = _job(t, "ib-server", pod, "ib", digest)
+    job["spec"]["template"]["metadata"]["labels"]["gpuaas.io/verify-ib"] = "server"
+    return job
+
+
+def ib_service(t: Target) -> Manifest:
+    """ClusterIP Service in front of the ib_write_bw server: perftest's TCP exchange of QP numbers."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(t, "ib-server"),
+        "spec": {
+            "selector": {"gpuaas.io/verify-target": t.key, "gpuaas.io/verify-ib": "server"},
+            "ports": [{"name": "perftest", "port": PERFTEST_PORT, "targetPort": PERFTEST_PORT, "protocol": "TCP"}],
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def ib_client_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
+    image = f"{cfg.versions.perftest_image}:{cfg.versions.perftest}"
+    env = [
+        {"name": "IB_SERVER", "value": _name(t, "ib-server")},
+        {"name": "IB_MIN_GBPS", "value": f"{ib_min_gbps(cfg, t):g}"},
+    ]
+    pod = _pod_spec(
+        t,
+        pair="ib",
+        avoid="nccl",
+        image=image,
+        script="ib-client.sh",
+        env=env,
+        resources={t.rdma_resource: "1"},
+        cpu="2",
+        memory="4Gi",
+    )
+    return _job(t, "ib-client", pod, "ib", digest)
+
+
+def nccl_service(t: Target) -> Manifest:
+    """Headless Service: gives the Indexed Job's pods DNS names ``<job>-<index>.<service>``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(t, "nccl"),
+        "spec": {
+            "clusterIP": "None",
+            "selector": {"gpuaas.io/verify-target": t.key, "gpuaas.io/verify-pair": "nccl"},
+            "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "protocol": "TCP"}],
+            # Rank 1 resolves rank 0 before either is Ready.
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def nccl_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
+    name = _name(t, "nccl")
+    env = [
+        {"name": "WORLD_SIZE", "value": "2"},
+        # Indexed Job pods are named <job>-<index> in the headless Service's subdomain (Kubernetes docs,
+        # "Job with Pod-to-Pod Communication"); allreduce_bench.py takes JOB_COMPLETION_INDEX as RANK.
+        {"name": "MASTER_ADDR", "value": f"{name}-0.{name}"},
+        {"name": "MIN_BUSBW_GBPS", "value": f"{nccl_min_busbw_gbytes(cfg, t):g}"},
+        {"name": "NCCL_DEBUG", "value": "INFO"},
+        {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"},
+        {"name": "NCCL_SOCKET_IFNAME", "value": t.socket_ifname},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+    ]
+    pod = _pod_spec(
+        t,
+        pair="nccl",
+        avoid="ib",
+        image=f"{cfg.versions.pytorch_image}:{cfg.versions.pytorch}",
+        script="nccl.sh",
+        env=env,
+        resources={GPU: "1", t.rdma_resource: "1"},
+        cpu="8",
+        memory="32Gi",
+        subdomain=name,
+    )
+    return _job(t, "nccl", pod, "nccl", digest, indexed=2)
+
+
+def manifests(cfg: StackConfig, t: Target, bench_source: str) -> dict[str, Manifest]:
+    """One target's objects by role, in apply order (the role is the child name's last segment)."""
+    digest = scripts_hash(bench_source)
+    return {
+        "scripts": scripts_config_map(t, bench_source),
+        "ib-service": ib_service(t),
+        "ib-server": ib_server_job(cfg, t, digest),
+        "ib-client": ib_client_job(cfg, t, digest),
+        "nccl-service": nccl_service(t),
+        "nccl": nccl_job(cfg, t, digest),
+    }
+
+
+def job_names(t: Target) -> dict[str, str]:
+    """The Jobs a results gatherer reads: check → metadata.name."""
+    return {"ib_write_bw": _name(t, "ib-client"), "nccl": _name(t, "nccl")}
+
+
+# --------------------------------------------------------------------------------------------
+# Component
+
+
+class Verification(pulumi.ComponentResource):
+    """The ib_write_bw and NCCL proofs of every verify team (and AKS pool), last in the install order."""
+
+    jobs: dict[str, dict[str, str]]
+
+    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuaas:index:Verification", name, None, opts)
+        bench_source = BENCH_SCRIPT.read_text()
+        self.jobs = {}
+        found = targets(cfg)
+        namespace: list[pulumi.Resource] = []
+        if any(t.namespace == POOL_NAMESPACE for t in found):
+            namespace = [kube.apply(f"{name}-namespace", pool_namespace(), kube.child(self))]
+        for t in found:
+            for role, manifest in manifests(cfg, t, bench_source).items():
+                kube.apply(f"{name}-{t.key}-{role}", manifest, kube.child(self, namespace))
+            self.jobs[t.key] = {check: f"{t.namespace}/{job}" for check, job in job_names(t).items()}
+        self.register_outputs({"jobs": self.jobs})

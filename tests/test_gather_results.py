@@ -1,0 +1,194 @@
+"""workloads/gather_results.py: parsing of real-shaped pod logs and Job statuses, and the table."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gather_results", ROOT / "workloads" / "gather_results.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gather_results"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+g = _load()
+
+IB_CLIENT_LOG = """\
+ib_write_bw client on mlx5_4 (verify-ib-client-x7k2p) -> verify-ib-server, pass mark 360 Gb/s
+---------------------------------------------------------------------------------------
+                    RDMA_Write BW Test
+ Dual-port       : OFF          Device         : mlx5_4
+ Number of qps   : 1            Transport type : IB
+ Connection type : RC           Using SRQ      : OFF
+ TX depth        : 128
+ CQ Moderation   : 100
+ Mtu             : 4096[B]
+ Link type       : IB
+ Max inline data : 0[B]
+ rdma_cm QPs     : OFF
+ Data ex. method : Ethernet
+---------------------------------------------------------------------------------------
+ local address: LID 0x2f QPN 0x0127 PSN 0x8a3c1 RKey 0x1fff00 VAddr 0x007f3c2a000000
+ remote address: LID 0x31 QPN 0x0129 PSN 0x51e0f RKey 0x1fff00 VAddr 0x007f8a44000000
+---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+ 8388608    5000             392.45             391.87              0.005839
+---------------------------------------------------------------------------------------
+IB_WRITE_BW_RESULT {"device": "mlx5_4", "bw_average_gbps": 391.87, "min_gbps": 360, "passed": true}
+"""
+
+
+def _nccl_pod_log(rank: int, gdr_busbw: float, gdr_rc: int, gdrdma: bool) -> str:
+    lines = [f"rank {rank} on verify-nccl-{rank}-abcde, NCCL_IB_HCA==mlx5_4"]
+    for label, busbw, rc, threshold in (
+        ("gdr", gdr_busbw, gdr_rc, 42.5),
+        ("rdma", 38.1, 0, None),
+        ("tcp", 9.7, 0, None),
+    ):
+        if rank == 0:
+            lines.append(f"# all_reduce {label} backend=nccl world=2 device=NVIDIA H100 80GB HBM3")
+            lines.append(f"   256 MiB     20      5600.0      5590.0       47.93       {busbw:.2f}       48.01")
+        lines.append(
+            "node:12:40 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0"
+            + ("/GDRDMA" if gdrdma and label == "gdr" else "")
+        )
+        summary = {
+            "label": label,
+            "backend": "nccl",
+            "world_size": 2,
+            "peak_busbw_gbps": busbw,
+            "min_busbw_gbps": threshold,
+            "busbw_ok": None if threshold is None else busbw >= threshold,
+            "gdrdma": gdrdma if label == "gdr" else False,
+            "transports": [],
+            "passed": rc == 0,
+            "rank": rank,
+        }
+        lines.append("ALLREDUCE_RESULT " + json.dumps(summary))
+        lines.append(f'VERIFY_RUN {{"label": "{label}", "rc": {rc}}}')
+    return "\n".join(lines) + "\n"
+
+
+COMPLETE = {"status": {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]}}
+FAILED = {
+    "status": {"failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
+}
+
+
+def test_perftest_table_bw_average() -> None:
+    assert g.perftest_bw_average(IB_CLIENT_LOG) == 391.87
+    assert g.perftest_bw_average("no table here") is None
+
+
+def test_ib_row_from_the_result_line() -> None:
+    (row,) = g.ib_rows("vision", "vision/verify-ib-client", "Complete", [IB_CLIENT_LOG])
+    assert (row.check, row.value, row.threshold, row.unit, row.passed) == ("ib_write_bw", 391.87, 360, "Gb/s", True)
+    assert row.note == "device mlx5_4"
+
+
+def test_ib_row_without_a_result_line_falls_back_to_the_table() -> None:
+    text = IB_CLIENT_LOG.rsplit("IB_WRITE_BW_RESULT", 1)[0]
+    (row,) = g.ib_rows("vision", "j", "Failed", [text])
+    assert (row.value, row.passed, row.note) == (391.87, False, "no result")
+
+
+def test_nccl_rows_one_per_run_from_rank_0() -> None:
+    logs = [_nccl_pod_log(0, 47.93, 0, True), _nccl_pod_log(1, 47.93, 0, True)]
+    rows = g.nccl_rows("vision", "vision/verify-nccl", "Complete", logs)
+    assert [(r.check, r.value, r.threshold, r.passed) for r in rows] == [
+        ("nccl gdr", 47.93, 42.5, True),
+        ("nccl rdma", 38.1, None, True),
+        ("nccl tcp", 9.7, None, True),
+    ]
+    assert rows[0].note == "GDRDMA yes, rc 0"
+    assert g.overall(g.ib_rows("vision", "j", "Complete", [IB_CLIENT_LOG]) + rows)
+
+
+def test_nccl_gdr_below_threshold_fails() -> None:
+    logs = [_nccl_pod_log(0, 30.0, 1, False), _nccl_pod_log(1, 30.0, 1, False)]
+    rows = g.nccl_rows("vision", "vision/verify-nccl", "Failed", logs)
+    gdr = rows[0]
+    assert (gdr.passed, gdr.note) == (False, "GDRDMA no, rc 1")
+    assert not g.overall(rows)
+
+
+def test_one_rank_failing_fails_the_run() -> None:
+    logs = [_nccl_pod_log(0, 47.93, 0, True), _nccl_pod_log(1, 47.93, 1, True)]
+    assert g.nccl_rows("t", "j", "Failed", logs)[0].passed is False
+
+
+def test_nothing_logged() -> None:
+    (row,) = g.nccl_rows("t", "j", "missing", [])
+    assert (row.check, row.passed, row.note) == ("nccl", None, "no result")
+    assert not g.overall([row])
+
+
+def test_marked_tolerates_kubectl_prefix_and_garbage() -> None:
+    text = '[pod/verify-nccl-0-abc/nccl] ALLREDUCE_RESULT {"label": "gdr", "rank": 0}\nALLREDUCE_RESULT {oops\n'
+    assert g.marked(text, g.ALLREDUCE_MARK) == [{"label": "gdr", "rank": 0}]
+
+
+def test_job_states() -> None:
+    assert g.job_state(None) == "missing"
+    assert g.job_state(COMPLETE) == "Complete"
+    assert g.job_state(FAILED) == "Failed"
+    assert g.job_state({"status": {"active": 2}}) == "Running"
+    assert g.job_state({"status": {}}) == "Pending"
+
+
+def test_table() -> None:
+    rows = g.ib_rows("vision", "vision/verify-ib-client", "Complete", [IB_CLIENT_LOG])
+    text = g.format_table(rows)
+    header, line = text.splitlines()
+    assert header.split() == ["target", "check", "job", "state", "value", "threshold", "unit", "result", "note"]
+    assert line.split()[:8] == [
+        "vision",
+        "ib_write_bw",
+        "vision/verify-ib-client",
+        "Complete",
+        "391.87",
+        "360.00",
+        "Gb/s",
+        "PASS",
+    ]
+
+
+def test_gather_against_a_fake_kubectl() -> None:
+    pods = {"verify-ib-client": ["verify-ib-client-x7k2p"], "verify-nccl": ["verify-nccl-1-b", "verify-nccl-0-a"]}
+    logs = {
+        "verify-ib-client-x7k2p": IB_CLIENT_LOG,
+        "verify-nccl-0-a": _nccl_pod_log(0, 47.93, 0, True),
+        "verify-nccl-1-b": _nccl_pod_log(1, 47.93, 0, True),
+    }
+    seen: list[list[str]] = []
+
+    def kubectl(args: Sequence[str]) -> str | None:
+        seen.append(list(args))
+        if args[:2] == ["get", "job"]:
+            return json.dumps(COMPLETE)
+        if args[:2] == ["get", "pods"]:
+            job = args[-3].split("=", 1)[1]
+            return json.dumps({"items": [{"metadata": {"name": n}} for n in pods[job]]})
+        if args[0] == "logs":
+            return logs[args[-1]]
+        return None
+
+    rows = g.gather("onprem", kubectl)
+    assert [(r.target, r.check, r.passed) for r in rows] == [
+        ("vision", "ib_write_bw", True),
+        ("vision", "nccl gdr", True),
+        ("vision", "nccl rdma", True),
+        ("vision", "nccl tcp", True),
+    ]
+    assert ["get", "job", "-n", "vision", "verify-nccl", "-o", "json"] in seen
+    assert g.overall(rows)

@@ -1,0 +1,457 @@
+"""Verification workloads: targets, thresholds, manifests (schema, Pod Security baseline), scripts, plan."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from components import admission, teams
+from components import verification as v
+from components.config import StackConfig
+from components.loader import parse_config
+from components.offline import Run
+from components.resources import GPU, rdma_shared_resource, sriov_resource
+from tests.conftest import raw_stack
+
+K8S_VERSION = "1.33.0"
+BASH = shutil.which("bash")
+
+
+def aks_with_pools() -> StackConfig:
+    raw = raw_stack("aks")
+    raw["verification"] = {"aksPools": True}
+    return parse_config(raw)
+
+
+def all_manifests(cfg: StackConfig) -> Iterator[tuple[v.Target, str, dict[str, Any]]]:
+    source = v.BENCH_SCRIPT.read_text()
+    for t in v.targets(cfg):
+        for role, m in v.manifests(cfg, t, source).items():
+            yield t, role, m
+
+
+def pod_specs(cfg: StackConfig) -> Iterator[tuple[str, dict[str, Any]]]:
+    for _t, role, m in all_manifests(cfg):
+        if m["kind"] == "Job":
+            yield role, m["spec"]["template"]["spec"]
+
+
+# --------------------------------------------------------------------------------------------
+# Targets and thresholds
+
+
+def test_onprem_target_is_the_verify_team_on_its_partition(cfg_of: Callable[[str], StackConfig]) -> None:
+    (t,) = v.targets(cfg_of("onprem"))
+    assert (t.key, t.namespace, t.prefix) == ("vision", "vision", "verify")
+    assert t.rdma_resource == sriov_resource(0x0001) == "nvidia.com/sriov8001"
+    assert (t.network, t.link_rate_gbps) == (teams.nad_name(cfg_of("onprem").teams[0]), 400) == ("ib-vision", 400)
+    assert t.socket_ifname == "eth0"  # ipam: static — net1 has no address in an Indexed Job's pods
+    assert t.vf_env == "PCIDEVICE_NVIDIA_COM_SRIOV8001"
+    assert (t.pool, t.tolerations) == (None, ())
+
+
+@pytest.mark.parametrize(("ipam", "ifname"), [("static", "eth0"), ("nv-ipam", "net1")])
+def test_nccl_sockets_use_net1_where_the_team_network_has_addresses(ipam: str, ifname: str) -> None:
+    raw = raw_stack("onprem")
+    raw["platform"]["fabric"]["ipam"] = ipam
+    cfg = parse_config(raw)
+    (t,) = v.targets(cfg)
+    pod = v.nccl_job(cfg, t, "x")["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["NCCL_SOCKET_IFNAME"] == ifname == t.socket_ifname
+
+
+def test_network_annotation_passes_the_admission_guard(cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = cfg_of("onprem")
+    (t,) = v.targets(cfg)
+    for role, m in v.manifests(cfg, t, "").items():
+        if m["kind"] == "Job":
+            assert admission.networks_violations(m["spec"]["template"]["metadata"]["annotations"], t.namespace) == [], (
+                role
+            )
+
+
+def test_aks_target_runs_on_the_teams_pool(cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = cfg_of("aks")
+    (t,) = v.targets(cfg)
+    assert (t.key, t.namespace, t.pool, t.link_rate_gbps) == ("training", "training", "ndh100a", 400)
+    assert t.rdma_resource == rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name)
+    assert (t.network, t.vf_env, t.socket_ifname) == (None, None, "eth0")
+    assert t.tolerations == (
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+    )
+
+
+def test_aks_pools_add_one_target_per_pool() -> None:
+    found = v.targets(aks_with_pools())
+    assert [(t.key, t.namespace, t.prefix) for t in found] == [
+        ("training", "training", "verify"),
+        ("pool-ndh100a", v.POOL_NAMESPACE, "verify-ndh100a"),
+        ("pool-ndh100b", v.POOL_NAMESPACE, "verify-ndh100b"),
+    ]
+
+
+def test_no_verify_team_no_targets(cfg_of: Callable[[str], StackConfig]) -> None:
+    raw = raw_stack("onprem")
+    for team in raw["teams"]:
+        team.pop("verify", None)
+    assert v.targets(parse_config(raw)) == []
+
+
+def test_thresholds_are_fractions_of_the_link_rate(cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = cfg_of("onprem")
+    (t,) = v.targets(cfg)
+    # 0.90 × 400 Gb/s; 0.85 × 400/8 GB/s.
+    assert v.ib_min_gbps(cfg, t) == 360.0
+    assert v.nccl_min_busbw_gbytes(cfg, t) == 42.5
+    assert v.gbits_to_gbytes(200) == 25.0
+
+
+@pytest.mark.parametrize(
+    ("taint", "toleration"),
+    [
+        (
+            "nvidia.com/gpu=present:NoSchedule",
+            {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        ),
+        ("dedicated:NoExecute", {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}),
+        ("sku=gpu", {"key": "sku", "operator": "Equal", "value": "gpu"}),
+    ],
+)
+def test_taint_to_toleration(taint: str, toleration: dict[str, str]) -> None:
+    assert v._taint_toleration(taint) == toleration
+
+
+@pytest.mark.parametrize(
+    ("resource", "env"),
+    [("nvidia.com/sriov8001", "PCIDEVICE_NVIDIA_COM_SRIOV8001"), ("intel.com/my-vf", "PCIDEVICE_INTEL_COM_MY_VF")],
+)
+def test_pcidevice_env_follows_the_device_plugin(resource: str, env: str) -> None:
+    assert v.pcidevice_env(resource) == env
+
+
+# --------------------------------------------------------------------------------------------
+# Manifests
+
+
+@pytest.mark.parametrize("which", ["onprem", "aks", "aks-pools"])
+def test_manifests_are_valid_kubernetes(which: str, cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = aks_with_pools() if which == "aks-pools" else cfg_of(which)
+    objs = [m for _t, _r, m in all_manifests(cfg)] + [v.pool_namespace()]
+    assert objs
+    for obj in objs:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+BASELINE_CAPS = {
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+}
+
+
+def baseline_violations(pod: dict[str, Any]) -> list[str]:
+    """Pod Security Standards, ``baseline`` (kubernetes.io/docs/concepts/security/pod-security-standards)."""
+    bad = [f"{k}: true" for k in ("hostNetwork", "hostPID", "hostIPC") if pod.get(k)]
+    bad += [f"hostPath volume {vol['name']}" for vol in pod.get("volumes", []) if "hostPath" in vol]
+    psc = pod.get("securityContext", {})
+    if psc.get("seccompProfile", {}).get("type") == "Unconfined":
+        bad.append("pod seccomp Unconfined")
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        sc = c.get("securityContext", {})
+        if sc.get("privileged"):
+            bad.append(f"{c['name']}: privileged")
+        added = set(sc.get("capabilities", {}).get("add", []))
+        if added - BASELINE_CAPS:
+            bad.append(f"{c['name']}: adds {sorted(added - BASELINE_CAPS)}")
+        if sc.get("procMount", "Default") != "Default":
+            bad.append(f"{c['name']}: procMount")
+        if sc.get("seccompProfile", {}).get("type") == "Unconfined":
+            bad.append(f"{c['name']}: seccomp Unconfined")
+        if sc.get("windowsOptions", {}).get("hostProcess"):
+            bad.append(f"{c['name']}: hostProcess")
+        if any(p.get("hostPort") for p in c.get("ports", [])):
+            bad.append(f"{c['name']}: hostPort")
+    return bad
+
+
+@pytest.mark.parametrize("which", ["onprem", "aks", "aks-pools"])
+def test_pods_pass_pod_security_baseline(which: str, cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = aks_with_pools() if which == "aks-pools" else cfg_of(which)
+    specs = list(pod_specs(cfg))
+    assert specs
+    for role, pod in specs:
+        assert baseline_violations(pod) == [], role
+        for c in pod["containers"]:
+            assert "IPC_LOCK" not in c.get("securityContext", {}).get("capabilities", {}).get("add", [])
+
+
+def test_baseline_checker_catches_what_it_should() -> None:
+    sc = {"privileged": True, "capabilities": {"add": ["IPC_LOCK", "CHOWN"]}}
+    pod = {
+        "hostNetwork": True,
+        "containers": [{"name": "c", "securityContext": sc}],
+        "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
+    }
+    assert baseline_violations(pod) == [
+        "hostNetwork: true",
+        "hostPath volume h",
+        "c: privileged",
+        "c: adds ['IPC_LOCK']",
+    ]
+
+
+def test_nccl_job_is_an_indexed_pair_on_two_nodes(cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = cfg_of("onprem")
+    (t,) = v.targets(cfg)
+    m = v.manifests(cfg, t, "print('bench')\n")
+    job, svc = m["nccl"], m["nccl-service"]
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimit"]) == (
+        "Indexed",
+        2,
+        2,
+        0,
+    )
+    pod = spec["template"]["spec"]
+    # Headless Service named as the pods' subdomain, selecting them: <job>-0.<svc> resolves.
+    assert svc["spec"]["clusterIP"] == "None" and pod["subdomain"] == svc["metadata"]["name"] == "verify-nccl"
+    labels = spec["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+    (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"].items() <= labels.items()
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["MASTER_ADDR"] == "verify-nccl-0.verify-nccl"
+    assert (env["WORLD_SIZE"], env["NCCL_DEBUG"], env["NCCL_SOCKET_IFNAME"]) == ("2", "INFO", "eth0")
+    assert env["MIN_BUSBW_GBPS"] == "42.5" and env["VF_ENV"] == "PCIDEVICE_NVIDIA_COM_SRIOV8001"
+    res = pod["containers"][0]["resources"]
+    assert res["limits"][GPU] == "1" and res["limits"]["nvidia.com/sriov8001"] == "1"
+    nets = json.loads(spec["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+    assert nets == [{"name": "ib-vision", "namespace": "vision", "interface": "net1"}]
+    assert pod["containers"][0]["image"] == f"{cfg.versions.pytorch_image}:{cfg.versions.pytorch}"
+    assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+def test_ib_pair_server_service_client(cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = cfg_of("onprem")
+    (t,) = v.targets(cfg)
+    m = v.manifests(cfg, t, "")
+    server, svc, client = m["ib-server"], m["ib-service"], m["ib-client"]
+    server_labels = server["spec"]["template"]["metadata"]["labels"]
+    client_labels = client["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= server_labels.items()
+    assert not svc["spec"]["selector"].items() <= client_labels.items()
+    assert svc["spec"]["ports"][0]["port"] == v.PERFTEST_PORT
+    cenv = {e["name"]: e["value"] for e in client["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert cenv["IB_SERVER"] == svc["metadata"]["name"] and cenv["IB_MIN_GBPS"] == "360"
+    for job in (server, client):
+        c = job["spec"]["template"]["spec"]["containers"][0]
+        assert c["image"] == f"{cfg.versions.perftest_image}:{cfg.versions.perftest}"
+        assert c["resources"]["limits"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/sriov8001": "1"}
+        assert "k8s.v1.cni.cncf.io/networks" in job["spec"]["template"]["metadata"]["annotations"]
+    assert "--report_gbits" in v.IB_SERVER_SH and "--report_gbits" in v.IB_CLIENT_SH
+
+
+def test_aks_pods_tolerate_and_select_their_pool(cfg_of: Callable[[str], StackConfig]) -> None:
+    for role, pod in pod_specs(cfg_of("aks")):
+        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [{"matchExpressions": [{"key": v.AKS_POOL_LABEL, "operator": "In", "values": ["ndh100a"]}]}]
+        assert pod["tolerations"][0]["key"] == "nvidia.com/gpu", role
+        c = pod["containers"][0]
+        assert "rdma/hca_shared_devices_a" in c["resources"]["limits"]
+        env = {e["name"]: e["value"] for e in c["env"]}
+        assert "VF_ENV" not in env
+        if role == "nccl":
+            assert env["NCCL_SOCKET_IFNAME"] == "eth0"
+
+
+def test_config_map_carries_the_benchmark_verbatim(cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = cfg_of("onprem")
+    (t,) = v.targets(cfg)
+    source = v.BENCH_SCRIPT.read_text()
+    cm = v.manifests(cfg, t, source)["scripts"]
+    assert cm["data"]["allreduce_bench.py"] == source
+    assert set(cm["data"]) == {"allreduce_bench.py", "rdma-device.sh", "ib-server.sh", "ib-client.sh", "nccl.sh"}
+
+
+def test_a_script_change_changes_the_pod_template(cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = cfg_of("onprem")
+    (t,) = v.targets(cfg)
+    a, b = v.manifests(cfg, t, "a"), v.manifests(cfg, t, "b")
+    assert a["nccl"]["spec"]["template"] != b["nccl"]["spec"]["template"]  # → Pulumi replaces the Job
+    assert a["nccl-service"] == b["nccl-service"]
+
+
+def test_other_teams_leave_a_targets_objects_unchanged() -> None:
+    raw = raw_stack("onprem")
+    before = {m["metadata"]["name"]: m for t, _r, m in all_manifests(parse_config(raw)) if t.key == "vision"}
+    raw["teams"][1]["verify"] = True  # language
+    raw["teams"].reverse()
+    after_cfg = parse_config(raw)
+    assert [t.key for t in v.targets(after_cfg)] == ["language", "vision"]
+    after = {m["metadata"]["name"]: m for t, _r, m in all_manifests(after_cfg) if t.key == "vision"}
+    assert after == before
+
+
+def test_the_three_nccl_runs() -> None:
+    script = v.nccl_sh()
+    assert "run gdr 29500 NCCL_NET_GDR_LEVEL=SYS NCCL_NET_GDR_READ=1 --" in script
+    assert "run rdma 29501 NCCL_NET_GDR_LEVEL=LOC --" in script
+    assert "run tcp 29502 NCCL_IB_DISABLE=1 --" in script
+    # Only the GPUDirect run is judged against the threshold and must show GDRDMA.
+    judged = [line for line in script.splitlines() if "--min-busbw-gbps" in line]
+    assert len(judged) == 1 and judged[0].startswith("run gdr") and "--require-gdrdma" in judged[0]
+
+
+# --------------------------------------------------------------------------------------------
+# The scripts, run with bash against fake tools and a fake sysfs
+
+
+needs_bash = pytest.mark.skipif(BASH is None, reason="bash is not installed")
+
+
+def _stage(tmp_path: Path, tools: dict[str, str]) -> tuple[Path, dict[str, str]]:
+    scripts = tmp_path / "scripts"
+    bindir = tmp_path / "bin"
+    scripts.mkdir()
+    bindir.mkdir()
+    for name, text in v.scripts("").items():
+        (scripts / name).write_text(text.replace(v.SCRIPTS_DIR, str(scripts)))
+    for name, text in tools.items():
+        tool = bindir / name
+        tool.write_text("#!/bin/bash\n" + text)
+        tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    env = {"PATH": f"{bindir}:{os.environ['PATH']}", "SYSFS": str(tmp_path / "sys"), "HOME": str(tmp_path)}
+    return scripts, env
+
+
+def _sriov_sysfs(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "sys/bus/pci/devices/0000:3b:00.2/infiniband/mlx5_12").mkdir(parents=True)
+    return {"VF_ENV": "PCIDEVICE_NVIDIA_COM_SRIOV8001", "PCIDEVICE_NVIDIA_COM_SRIOV8001": "0000:3b:00.2,0000:3c:00.2"}
+
+
+PERFTEST_OUT = """\
+---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+ 8388608    5000             {bw:.2f}             {bw:.2f}              0.005848
+---------------------------------------------------------------------------------------
+"""
+
+
+def _fake_perftest(bw: float) -> str:
+    out = PERFTEST_OUT.format(bw=bw)
+    return f'[ "$2" = mlx5_12 ] || {{ echo "wrong device $2" >&2; exit 3; }}\ncat <<"EOF"\n{out}EOF\n'
+
+
+@needs_bash
+@pytest.mark.parametrize(("bw", "rc", "passed"), [(392.4, 0, True), (300.0, 1, False)])
+def test_ib_client_judges_the_bw_average(tmp_path: Path, bw: float, rc: int, passed: bool) -> None:
+    scripts, env = _stage(tmp_path, {"ib_write_bw": _fake_perftest(bw)})
+    env |= _sriov_sysfs(tmp_path) | {"IB_SERVER": "verify-ib-server", "IB_MIN_GBPS": "360", "IB_ATTEMPTS": "1"}
+    done = subprocess.run([BASH or "bash", str(scripts / "ib-client.sh")], env=env, capture_output=True, text=True)
+    assert done.returncode == rc, done.stdout + done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("IB_WRITE_BW_RESULT ")]
+    result = json.loads(line.split(" ", 1)[1])
+    assert result == {"device": "mlx5_12", "bw_average_gbps": bw, "min_gbps": 360, "passed": passed}
+
+
+@needs_bash
+def test_rdma_device_without_sriov_takes_the_first_active_ib_port(tmp_path: Path) -> None:
+    scripts, env = _stage(tmp_path, {})
+    for dev, layer, state in [
+        ("mlx5_an0", "Ethernet", "4: ACTIVE"),
+        ("mlx5_ib0", "InfiniBand", "1: DOWN"),
+        ("mlx5_ib1", "InfiniBand", "4: ACTIVE"),
+    ]:
+        port = tmp_path / "sys/class/infiniband" / dev / "ports/1"
+        port.mkdir(parents=True)
+        (port / "link_layer").write_text(layer + "\n")
+        (port / "state").write_text(state + "\n")
+    cmd = f". {scripts}/rdma-device.sh && rdma_device"
+    done = subprocess.run([BASH or "bash", "-c", cmd], env=env, capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip()) == (0, "mlx5_ib1"), done.stderr
+
+
+@needs_bash
+def test_rdma_device_fails_clearly_without_the_vf(tmp_path: Path) -> None:
+    scripts, env = _stage(tmp_path, {})
+    env["VF_ENV"] = "PCIDEVICE_NVIDIA_COM_SRIOV8001"
+    done = subprocess.run(
+        [BASH or "bash", "-c", f". {scripts}/rdma-device.sh && rdma_device"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "did not get the partition's SR-IOV resource" in done.stderr
+
+
+FAKE_PYTHON = """\
+label=""; for a in "$@"; do [ "$prev" = --label ] && label="$a"; prev="$a"; done
+gdr="${NCCL_NET_GDR_LEVEL:-} ${NCCL_NET_GDR_READ:-}"
+echo "$label $gdr ${NCCL_IB_DISABLE:-} $MASTER_PORT $NCCL_IB_HCA" >> "$HOME/calls"
+echo "NCCL INFO Channel 00/0 : 0[0] -> 1[0] via NET/IB/0/GDRDMA" > "${NCCL_DEBUG_FILE//%h.%p/x.1}"
+[ "$label" != "${FAIL_RUN:-}" ]
+"""
+
+
+@needs_bash
+@pytest.mark.parametrize(("fail", "rc"), [("", 0), ("tcp", 1), ("gdr", 1)])
+def test_nccl_script_runs_three_times_and_fails_if_any_run_fails(tmp_path: Path, fail: str, rc: int) -> None:
+    scripts, env = _stage(tmp_path, {"python3": FAKE_PYTHON})
+    env |= _sriov_sysfs(tmp_path) | {"JOB_COMPLETION_INDEX": "0", "MIN_BUSBW_GBPS": "42.5", "FAIL_RUN": fail}
+    done = subprocess.run([BASH or "bash", str(scripts / "nccl.sh")], env=env, capture_output=True, text=True)
+    assert done.returncode == rc, done.stdout + done.stderr
+    calls = (tmp_path / "calls").read_text().split("\n")
+    assert calls[:3] == ["gdr SYS 1  29500 =mlx5_12", "rdma LOC   29501 =mlx5_12", "tcp   1 29502 =mlx5_12"]
+    runs = [json.loads(x.split(" ", 1)[1]) for x in done.stdout.splitlines() if x.startswith("VERIFY_RUN ")]
+    assert [(r["label"], r["rc"] != 0) for r in runs] == [(x, x == fail) for x in ("gdr", "rdma", "tcp")]
+    assert "via NET/IB/0/GDRDMA" in done.stdout  # the NCCL log is copied into the pod log
+
+
+@needs_bash
+def test_scripts_parse(tmp_path: Path) -> None:
+    for name, text in v.scripts("").items():
+        if name.endswith(".sh"):
+            done = subprocess.run([BASH or "bash", "-n"], input=text, capture_output=True, text=True)
+            assert done.returncode == 0, (name, done.stderr)
+
+
+# --------------------------------------------------------------------------------------------
+# Plan
+
+
+def test_plan_has_the_proofs_as_children_of_verification(run_of: Callable[[str], Run]) -> None:
+    run = run_of("onprem")
+    comp = run.named("gpuaas-verification")
+    assert comp.type == "gpuaas:index:Verification"
+    children = {r.name: r for r in run.records if r.parent == comp.urn}
+    assert sorted(children) == sorted(
+        f"gpuaas-verification-vision-{role}"
+        for role in ("scripts", "ib-service", "ib-server", "ib-client", "nccl-service", "nccl")
+    )
+    for r in children.values():
+        assert r.inputs["metadata"]["namespace"] == "vision"
+        assert r.inputs["metadata"]["name"].startswith("verify-")
+    nccl = children["gpuaas-verification-vision-nccl"]
+    assert nccl.type == "kubernetes:batch/v1:Job"
+    assert nccl.inputs["spec"]["completionMode"] == "Indexed"
+    assert run.outputs["verificationJobs"] == {
+        "vision": {"ib_write_bw": "vision/verify-ib-client", "nccl": "vision/verify-nccl"}
+    }
