@@ -221,7 +221,10 @@ GOOD = DEFAULT_LINE + "\nteam=0x0001, indx0 : 0x0200000000001000=full;\n"
         (GOOD + "bad=0x0002, frob : 0x0200000000001001=full;\n", "unknown or malformed flag"),
         (GOOD + "bad=0x0002, indx0 : 0x0200000000001001=full\n", "not 'Name=0xPKEY"),
         (GOOD + "bad=0x8002, indx0 : 0x0200000000001001=full;\n", "outside 0x0001..0x7fff"),
-        (GOOD + "x=0x0002 : " + ", ".join(f"0x{0x0300000000000000 + i:016x}=full" for i in range(200)) + ";\n", "more than"),
+        (
+            GOOD + "x=0x0002 : " + ", ".join(f"0x{0x0300000000000000 + i:016x}=full" for i in range(200)) + ";\n",
+            "more than",
+        ),
     ],
 )
 def test_validator_refuses(text: str, problem: str) -> None:
