@@ -1,0 +1,332 @@
+"""Team objects, quotas, SR-IOV host side, OpenSM delivery and admission policies.
+
+Rendered objects are validated against the upstream schemas: built-in kinds with
+kubernetes-validate (strict), CRD kinds against the pinned CRDs in ../shared/upstream.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from jsonschema import Draft4Validator
+
+from components import admission, opensm, quotas, resources, sriov_host, teams
+from components.config import StackConfig
+from components.loader import parse_config
+from components.rules import capacity
+from tests.conftest import raw_stack
+from tests.schema_helpers import crd_schema, strict, validate_against_crd
+
+K8S_VERSION = "1.33.0"
+NAD_CRD = "multus/crds/network-attachment-definition.yaml"
+IPPOOL_CRD = "network-operator/v26.4.1/manifests/state-nv-ipam-cni/005-nv-ipam.nvidia.com_ippools.yaml"
+POLICY_CRD = "network-operator/v26.4.1/charts/sriov-network-operator/crds/" + (
+    "sriovnetwork.openshift.io_sriovnetworknodepolicies.yaml"
+)
+
+
+def nv_ipam() -> StackConfig:
+    raw = raw_stack("onprem")
+    raw["platform"]["fabric"]["ipam"] = "nv-ipam"
+    return parse_config(raw)
+
+
+def all_objects(cfg: StackConfig) -> list[dict[str, Any]]:
+    objs = [o for t in cfg.teams for o in teams.team_objects(cfg, t).values()]
+    objs += list(admission.admission_objects(cfg).values())
+    if cfg.onprem is not None:
+        objs += [opensm.config_map(cfg), sriov_host.guid_config_map(cfg), sriov_host.daemonset(cfg)]
+    return objs
+
+
+@pytest.mark.parametrize("stack", ["onprem", "aks"])
+def test_builtin_kinds_validate_strictly(stack: str) -> None:
+    cfg = parse_config(raw_stack(stack))
+    checked = 0
+    for obj in all_objects(cfg):
+        if "." in obj["apiVersion"].split("/")[0] and not obj["apiVersion"].startswith(
+            ("rbac.authorization.k8s.io", "admissionregistration.k8s.io")
+        ):
+            continue
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        checked += 1
+    assert checked >= 5 * len(cfg.teams)
+
+
+def test_opensm_deployment_validates() -> None:
+    raw = raw_stack("onprem")
+    raw["platform"]["fabric"]["opensm"].update({"deployInCluster": True, "node": "gpu-node-01"})
+    cfg = parse_config(raw)
+    dep = opensm.deployment(cfg)
+    kubernetes_validate.validate(dep, K8S_VERSION, strict=True)
+    assert dep["spec"]["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "gpu-node-01"}
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "nvcr.io/nvidia/mellanox/opensm:5.23.0"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["securityContext"] == {"privileged": True}
+    raw["teams"].pop()
+    other = opensm.deployment(parse_config(raw))
+    key = sriov_host.CONFIG_HASH_ANNOTATION
+    assert (
+        other["spec"]["template"]["metadata"]["annotations"][key]
+        != dep["spec"]["template"]["metadata"]["annotations"][key]
+    )
+
+
+def test_nad_matches_upstream_crd_and_ib_sriov(upstream: Path, cfg_of: Any) -> None:
+    cfg = cfg_of("onprem")
+    schema = crd_schema(upstream / NAD_CRD, "k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition")
+    # The API server adds apiVersion/kind/metadata to every CRD's schema.
+    schema["properties"] = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        **schema["properties"],
+    }
+    for team in cfg.teams:
+        nad = teams.nad(cfg, team)
+        assert nad is not None
+        errors = list(Draft4Validator(strict(schema)).iter_errors(nad))
+        assert not errors, errors
+        assert nad["metadata"]["namespace"] == team.ns != "default"
+        conf = json.loads(nad["spec"]["config"])
+        assert conf == {
+            "cniVersion": "0.3.1",
+            "name": f"ib-{team.name}",
+            "type": "ib-sriov",
+            "pkey": f"0x{team.partition.pkey | 0x8000:04x}",
+            "link_state": "enable",
+            "ibKubernetesEnabled": False,
+            "capabilities": {"ips": True},
+            "ipam": {"type": "static"},
+        }
+        ann = nad["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"]
+        assert ann == resources.sriov_resource(team.partition.pkey)
+    # the keys the upstream ib-sriov example uses are the ones we write
+    example = (upstream / "ib-sriov-cni/v1.3.0/deployment/examples/ib-crd.yaml").read_text()
+    for key in ("cniVersion", "pkey", "link_state", "ibKubernetesEnabled", "resourceName"):
+        assert key in example
+
+
+def test_nv_ipam_pool_per_team(upstream: Path) -> None:
+    cfg = nv_ipam()
+    pools = [teams.ip_pool(cfg, t) for t in cfg.teams]
+    for team, pool in zip(cfg.teams, pools, strict=True):
+        assert pool is not None
+        validate_against_crd(pool, upstream / IPPOOL_CRD)
+        assert pool["metadata"]["namespace"] == cfg.network.namespace
+        assert pool["spec"]["subnet"] == f"192.168.{team.partition.pkey}.0/24"
+        assert pool["spec"]["perNodeBlockSize"] == 8
+        conf = json.loads(teams.nad(cfg, team)["spec"]["config"])
+        assert conf["ipam"] == {"type": "nv-ipam", "poolName": pool["metadata"]["name"]}
+        assert "capabilities" not in conf
+    assert len({p["spec"]["subnet"] for p in pools}) == len(pools)
+
+
+def test_static_ipam_has_no_pools(cfg_of: Any) -> None:
+    cfg = cfg_of("onprem")
+    assert all(teams.ip_pool(cfg, t) is None for t in cfg.teams)
+
+
+def test_sriov_operator_renderers(upstream: Path, cfg_of: Any) -> None:
+    cfg = cfg_of("onprem")
+    team = cfg.teams[2]
+    policy = sriov_host.sriov_network_node_policy(cfg, team, ["ibp12s0", "ibp13s0"])
+    validate_against_crd(policy, upstream / POLICY_CRD)
+    assert policy["spec"]["nicSelector"]["pfNames"] == ["ibp12s0#2-2", "ibp13s0#2-2"]
+    assert policy["spec"]["resourceName"] == "sriov8003"
+    onprem = cfg.onprem
+    table = {"mlx5_0": [0x0200000000001000, 0x0200000000001001]}
+    doc = json.loads(sriov_host.operator_guid_file(table, {"mlx5_0": "0000:17:00.0"}))
+    assert doc == [{"pciAddress": "0000:17:00.0", "guids": ["02:00:00:00:00:00:10:00", "02:00:00:00:00:00:10:01"]}]
+    assert onprem is not None
+
+
+def test_quota_names_every_extended_resource(cfg_of: Any) -> None:
+    for stack in ("onprem", "aks"):
+        cfg = cfg_of(stack)
+        universe = quotas.extended_resources(cfg)
+        assert set(capacity(cfg)) <= universe
+        for team in cfg.teams:
+            hard = quotas.quota_hard(cfg, team)
+            assert {k.removeprefix("requests.") for k in hard if "/" in k} == universe
+            assert not any(k.startswith("limits.") and "/" in k for k in hard), "extended resources: requests only"
+
+
+def test_onprem_quota_values(cfg_of: Any) -> None:
+    cfg = cfg_of("onprem")
+    research = next(t for t in cfg.teams if t.name == "research")
+    hard = quotas.quota_hard(cfg, research)
+    assert hard["requests.nvidia.com/mig-4g.40gb"] == "4"
+    assert hard["requests.nvidia.com/mig-1g.10gb"] == "12"
+    assert hard["requests.nvidia.com/sriov8004"] == "8"
+    assert hard["requests.nvidia.com/gpu"] == "0"
+    assert hard["requests.nvidia.com/gpu.shared"] == "0"
+    if cfg.network.rdma_shared_device_plugin != "none":
+        assert hard["requests.rdma/hca_shared_devices_a"] == "0", "a partitioned team gets no shared PF RDMA"
+    others = [f"requests.nvidia.com/sriov800{k}" for k in (1, 2, 3, 5, 6)]
+    assert all(hard[k] == "0" for k in others)
+    assert hard["requests.cpu"] == "64" and hard["limits.memory"] == "512Gi" and hard["pods"] == "200"
+
+
+def test_aks_quota_uses_rdma_shared_resource(cfg_of: Any) -> None:
+    cfg = cfg_of("aks")
+    hard = quotas.quota_hard(cfg, cfg.teams[0])
+    assert hard["requests.rdma/hca_shared_devices_a"] == "32"
+    assert hard["requests.nvidia.com/gpu"] == "32"
+    assert not any("sriov" in k for k in hard)
+
+
+def test_namespace_role_and_binding(cfg_of: Any) -> None:
+    cfg = cfg_of("onprem")
+    team = cfg.teams[0]
+    ns = teams.namespace(cfg, team)
+    labels = ns["metadata"]["labels"]
+    assert labels[teams.TEAM_LABEL] == "vision"
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    priv = team.model_copy(update={"privileged": True})
+    assert teams.namespace(cfg, priv)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    rules = teams.role(team)["rules"]
+    nad_rule = next(r for r in rules if r["apiGroups"] == ["k8s.cni.cncf.io"])
+    assert nad_rule == {
+        "apiGroups": ["k8s.cni.cncf.io"],
+        "resources": ["network-attachment-definitions"],
+        "verbs": ["get", "list", "watch"],
+    }
+    quota_rule = next(r for r in rules if "resourcequotas" in r["resources"])
+    assert quota_rule["verbs"] == ["get", "list", "watch"]
+    assert not any("create" in r["verbs"] and "network-attachment-definitions" in r["resources"] for r in rules)
+    binding = teams.role_binding(team)
+    assert binding is not None and binding["subjects"][0]["name"] == "oidc:team-vision"
+    assert teams.role_binding(team.model_copy(update={"groups": []})) is None
+
+
+def test_aks_scheduling_defaults(cfg_of: Any) -> None:
+    cfg = cfg_of("aks")
+    team = cfg.teams[0]
+    cm = teams.scheduling_config_map(cfg, team)
+    assert cm is not None
+    spec = json.loads(cm["data"]["pod-spec.json"])
+    assert spec["nodeSelector"] == {"kubernetes.azure.com/agentpool": "ndh100a"}
+    assert spec["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+    ]
+    assert teams.namespace(cfg, team)["metadata"]["labels"][teams.POOL_LABEL] == "ndh100a"
+    assert teams.nad(cfg, team) is None
+
+
+def test_multus_config_isolates_namespaces(cfg_of: Any) -> None:
+    conf = teams.multus_config(cfg_of("onprem"), "k8s-pod-network")
+    assert conf["namespaceIsolation"] is True
+    assert conf["globalNamespaces"], "an empty globalNamespaces keeps 'default' global in multus"
+    assert "default" not in conf["globalNamespaces"].split(",")
+    assert conf["type"] == "multus" and conf["clusterNetwork"] == "k8s-pod-network"
+    assert json.loads(teams.multus_config_json(cfg_of("onprem"), "x"))["kubeconfig"].endswith("multus.kubeconfig")
+
+
+def test_guid_plan_is_data(cfg_of: Any) -> None:
+    cfg = cfg_of("onprem")
+    cm = sriov_host.guid_config_map(cfg)
+    assert sorted(cm["data"]) == sorted(n.name for n in cfg.onprem.nodes)
+    line = cm["data"]["gpu-node-05"].splitlines()[3]
+    assert line.split()[0] == "mlx5_3"
+    assert line.split()[1:] == [f"02:00:00:00:00:00:53:0{vf}" for vf in range(6)]
+    ds = sriov_host.daemonset(cfg)
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] and pod["hostPID"]
+    assert pod["containers"][0]["securityContext"] == {"privileged": True}
+    script = pod["containers"][0]["command"][2]
+    for needle in ("sriov_numvfs", "node_guid", "port_guid", "Follow", "unbind", "bind", "state auto"):
+        assert needle in script
+    assert sriov_host.estimated_plan_bytes(cfg.onprem) == sriov_host.plan_bytes(cfg)
+
+
+# --------------------------------------------------------------------------------------------
+# Admission: the CEL text and its Python mirror
+
+NS = "vision"
+NET = admission.NETWORKS_ANNOTATION
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "ib-vision",
+        "ib-vision@ib0, other-net",
+        "vision/ib-vision",
+        " vision/ib-vision@net1",
+        '[{"name":"ib-vision"}]',
+        '[{"name": "ib-vision", "namespace": "vision", "interface": "net1", "ips": ["10.0.0.1/24"]}]',
+        '[{"name":"x","ips":["fd00::1/64"],"mac":"02:00:00:00:00:01","default-route":["10.0.0.1"]}]',
+    ],
+)
+def test_networks_allowed(value: str) -> None:
+    assert admission.networks_violations({NET: value} if value else {}, NS) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "checks"),
+    [
+        ("speech/ib-speech", {"text-namespace"}),
+        ("ib-vision, speech/ib-speech", {"text-namespace"}),
+        ("visionx/ib", {"text-namespace"}),
+        ("default/ib", {"text-namespace"}),
+        ('[{"name":"ib-speech","namespace":"speech"}]', {"json-namespace"}),
+        ('[{"name":"ib","namespace":"vision"},{"name":"ib","namespace":"default"}]', {"json-namespace"}),
+        ('[{"name":"ib","namespace":"vision-x"}]', {"json-namespace"}),
+        ('[{"name":"ib","namespace":"vision","namespace":"speech"}]', {"json-namespace"}),
+        ('[{"name":"ib","cni-args":{"guid":"02:00:00:00:00:00:10:00"}}]', {"no-cni-args", "allowed-keys"}),
+        ('[{"name":"ib","CNI-Args":{"guid":"x"}}]', {"no-cni-args", "allowed-keys"}),
+        ('[{"name":"ib","infiniband-guid":"02:00:00:00:00:00:10:00"}]', {"no-cni-args", "allowed-keys"}),
+        ('[{"name":"ib","Namespace":"speech"}]', {"allowed-keys"}),
+        ('[{"name":"ib","portMappings":[]}]', {"allowed-keys"}),
+        ('[{"name":"ib","names\\u0070ace":"speech"}]', {"alphabet"}),
+        ('[{"name":"ib","nameſpace":"speech"}]', {"alphabet"}),
+    ],
+)
+def test_networks_refused(value: str, checks: set[str]) -> None:
+    assert checks <= set(admission.networks_violations({NET: value}, NS))
+
+
+def test_default_network_annotation_refused() -> None:
+    assert admission.networks_violations({admission.DEFAULT_NETWORK_ANNOTATION: "speech/ib"}, NS) == [
+        "no-default-network"
+    ]
+
+
+def test_cel_text_has_every_check() -> None:
+    policy = admission.networks_policy()
+    spec = policy["spec"]
+    validations = [v["expression"] for v in spec["validations"]]
+    assert len(validations) == len(admission.NETWORK_CHECKS)
+    joined = "\n".join(validations)
+    for regex in (
+        admission.RE_ALPHABET,
+        admission.RE_FORBIDDEN_KEY,
+        admission.RE_KEY,
+        admission.RE_ALLOWED_KEY,
+        admission.RE_NAMESPACE_KEY,
+        admission.RE_NAMESPACE_VALUE_PREFIX,
+    ):
+        assert f"r'{regex}'" in joined
+    assert "request.namespace + '/'" in joined and "request.namespace + '\"'" in joined
+    assert admission.DEFAULT_NETWORK_ANNOTATION in joined
+    assert "cni-args" in admission.RE_FORBIDDEN_KEY and "infiniband-guid" in admission.RE_FORBIDDEN_KEY
+    assert {v["name"] for v in spec["variables"]} == {"networks", "isJson"}
+    assert spec["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["key"] == teams.TEAM_LABEL
+    binding = admission.networks_binding()
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    for expr in validations:
+        assert expr.count("(") == expr.count(")") and expr.count("'") % 2 == 0
+
+
+def test_pool_policy_only_on_aks(cfg_of: Any) -> None:
+    assert set(admission.admission_objects(cfg_of("onprem"))) == {"networks-policy", "networks-binding"}
+    objs = admission.admission_objects(cfg_of("aks"))
+    assert objs["pool-binding"]["spec"]["paramRef"] == {"name": teams.SCHEDULING, "parameterNotFoundAction": "Deny"}
+    expr = objs["pool-policy"]["spec"]["validations"][0]["expression"]
+    assert "nodeSelector" in expr and "nodeAffinity" in expr and "params.data.nodeSelectorValue" in expr
