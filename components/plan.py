@@ -158,7 +158,7 @@ def resource_counts(run: Run) -> dict[str, Counter[str]]:
             chain.append(owner)
         # chain[-1] is Platform; the component just below it owns the resource.
         top = chain[-2] if len(chain) >= 2 else chain[-1]
-        label = top.name if not top.custom else "(platform)"
+        label = top.name
         counts[label][r.type.rsplit(":", 1)[1]] += 1
     return dict(counts)
 
