@@ -33,8 +33,11 @@ def synthetic_config(nodes: int, teams: int) -> dict[str, Any]:
     ]
     team_list: list[dict[str, Any]] = []
     for t in range(teams):
-        team: dict[str, Any] = {"name": f"team-{t:03d}", "groups": [f"oidc:team-{t:03d}"],
-                                "quota": {"gpus": 8, "timeSlicedGpus": 4, "mig": {"1g.10gb": 3}, "rdma": 8}}
+        team: dict[str, Any] = {
+            "name": f"team-{t:03d}",
+            "groups": [f"oidc:team-{t:03d}"],
+            "quota": {"gpus": 8, "timeSlicedGpus": 4, "mig": {"1g.10gb": 3}, "rdma": 8},
+        }
         if t < VFS:
             team["partition"] = {"pkey": t + 1, "vfIndex": t}
             team["verify"] = t == 0
@@ -45,7 +48,9 @@ def synthetic_config(nodes: int, teams: int) -> dict[str, Any]:
         "gpuaas:platform": {
             "kind": "onprem",
             "nodeGroups": groups,
-            "nodes": [{"name": f"node-{i:04d}", "id": i + 1, "nodeGroup": groups[i % GROUPS]["name"]} for i in range(nodes)],
+            "nodes": [
+                {"name": f"node-{i:04d}", "id": i + 1, "nodeGroup": groups[i % GROUPS]["name"]} for i in range(nodes)
+            ],
             "fabric": {"vfsPerHca": VFS},
         },
         "gpuaas:teams": team_list,
@@ -92,14 +97,23 @@ def main() -> int:
         return 0
     rows = []
     for nodes, teams in CASES:
-        proc = subprocess.run([sys.executable, __file__, "--case", str(nodes), str(teams)],
-                              capture_output=True, text=True, check=True, cwd=ROOT)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--case", str(nodes), str(teams)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        )
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    head = f"{'nodes':>6} {'teams':>6} {'resources':>10} {'partitions':>10} {'conf KiB':>9} {'wall s':>7} {'peak MB':>8}"
+    head = (
+        f"{'nodes':>6} {'teams':>6} {'resources':>10} {'partitions':>10} {'conf KiB':>9} {'wall s':>7} {'peak MB':>8}"
+    )
     print(head)
     for r in rows:
-        print(f"{r['nodes']:>6} {r['teams']:>6} {r['resources']:>10} {r['partitions']:>10} "
-              f"{r['partitions_conf_bytes'] / 1024:>9.1f} {r['wall_s']:>7} {r['peak_rss_mb']:>8}")
+        print(
+            f"{r['nodes']:>6} {r['teams']:>6} {r['resources']:>10} {r['partitions']:>10} "
+            f"{r['partitions_conf_bytes'] / 1024:>9.1f} {r['wall_s']:>7} {r['peak_rss_mb']:>8}"
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0
