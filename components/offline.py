@@ -168,6 +168,7 @@ def run_program(
     ``config`` (fully qualified keys) replaces the stack file's config when given.
     """
     monitor = RecordingMonitor()
+    pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack: no outputs from an earlier run
     pulumi.runtime.set_mocks(monitor.mocks, project="gpuaas", stack=stack, preview=preview, monitor=monitor)
     pulumi.runtime.set_all_config(to_runtime_config(stack_config(stack) if config is None else config), [])
     settings = pulumi.runtime.settings.SETTINGS

@@ -57,3 +57,10 @@ def test_plan_masks_secret_outputs() -> None:
     run = run_program("onprem", program=program)
     out = plan_files(run)["outputs.yaml"]
     assert "s3cr3t" not in out and "[secret]" in out and "visible" in out
+
+
+def test_runs_in_one_process_do_not_leak_outputs() -> None:
+    onprem = run_program("onprem")
+    aks = run_program("aks")
+    assert "partitionsConf" in onprem.outputs
+    assert "partitionsConf" not in aks.outputs
