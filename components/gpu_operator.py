@@ -37,8 +37,7 @@ DEVICE_PLUGIN_CONFIGMAP = "gpuaas-time-slicing-config"
 #: Helm release name; a contract (renaming it reinstalls the operator).
 RELEASE_NAME = "gpu-operator"
 CHART = "gpu-operator"
-PSA_MODES = ("enforce", "audit", "warn")
-PART_OF = {"app.kubernetes.io/part-of": "gpuaas"}
+PART_OF = resources.PART_OF
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,7 +162,7 @@ def namespace_manifest(cfg: StackConfig) -> dict[str, Any]:
         "kind": "Namespace",
         "metadata": {
             "name": cfg.gpu_operator.namespace,
-            "labels": {**PART_OF, **{f"pod-security.kubernetes.io/{mode}": "privileged" for mode in PSA_MODES}},
+            "labels": {**PART_OF, **resources.pod_security_labels("privileged")},
         },
     }
 
@@ -228,21 +227,15 @@ class GpuOperator(pulumi.ComponentResource):
         in_ns = kube.child(self, [self.namespace])
         self.mig_config = kube.apply(f"{name}-mig-config", mig_parted_configmap(cfg), in_ns)
         self.device_plugin_config = kube.apply(f"{name}-device-plugin-config", device_plugin_configmap(cfg), in_ns)
-        self.release = k8s.helm.v3.Release(
+        self.release = kube.helm_release(
             f"{name}-release",
-            name=RELEASE_NAME,
+            release=RELEASE_NAME,
             chart=CHART,
             version=cfg.versions.gpu_operator_chart,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=cfg.versions.helm_repository),
+            repository=cfg.versions.helm_repository,
             namespace=cfg.gpu_operator.namespace,
-            # The namespace is ours (with its Pod Security labels), never Helm's.
-            create_namespace=False,
             values=gpu_operator_values(cfg),
-            # Driver containers compile kernel modules on first start; Helm's 300 s is far too short.
             timeout=cfg.gpu_operator.helm_timeout_seconds,
-            # cleanup_on_fail removes what a failed install created so the next ``up`` starts clean
-            # (pulumi-kubernetes#2054); not atomic, so a failure stays visible.
-            cleanup_on_fail=True,
             opts=kube.child(self, [self.namespace, *self.configs, *depends_on]),
         )
         self.register_outputs({"namespace": cfg.gpu_operator.namespace, "release": self.release.name})

@@ -43,7 +43,8 @@ import pulumi
 from components import k8s as kube
 from components.config import StackConfig
 from components.k8s import Manifest
-from components.network_operator import PART_OF, NetworkArgs, tolerations
+from components.network_operator import NetworkArgs, tolerations
+from components.resources import PART_OF
 
 NAME = "ib-node-config"
 SCRIPT_KEY = "ib-node-config.sh"

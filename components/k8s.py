@@ -56,6 +56,41 @@ def apply(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions |
     return cls(name, opts=opts, **{_snake(k): v for k, v in fields.items()})  # type: ignore[no-any-return]
 
 
+def helm_release(
+    logical_name: str,
+    *,
+    release: str,
+    chart: str,
+    version: str,
+    repository: str,
+    namespace: str,
+    values: Mapping[str, Any],
+    timeout: int,
+    opts: pulumi.ResourceOptions,
+) -> k8s.helm.v3.Release:
+    """An operator chart as a real Helm release (hooks run: the GPU Operator upgrades its CRDs in one).
+
+    The namespace is ours (with its Pod Security labels), never Helm's. Not atomic: a rollback
+    would hide why an operator failed; ``cleanup_on_fail`` removes what a failed install created so
+    the next ``up`` starts clean (pulumi-kubernetes#2054). ``timeout`` is generous because driver
+    containers compile kernel modules on first start; Helm's 300 s is far too short.
+    """
+    return k8s.helm.v3.Release(
+        logical_name,
+        name=release,
+        chart=chart,
+        version=version,
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repository),
+        namespace=namespace,
+        create_namespace=False,
+        values=dict(values),
+        timeout=timeout,
+        atomic=False,
+        cleanup_on_fail=True,
+        opts=opts,
+    )
+
+
 def _snake(key: str) -> str:
     """Top-level manifest keys as Python argument names (``binaryData`` → ``binary_data``)."""
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)

@@ -24,6 +24,7 @@ import pulumi_kubernetes as k8s
 from components import k8s as kube
 from components.config import Network, StackConfig
 from components.k8s import Manifest
+from components.resources import PART_OF, pod_security_labels
 
 CHART = "network-operator"
 #: Helm release name; a contract (renaming it reinstalls the operator).
@@ -31,16 +32,8 @@ RELEASE = "network-operator"
 
 #: Pod Security Admission levels of the operator namespace. Its DaemonSets (DOCA driver,
 #: device plugins, Multus, ib-node-config) are privileged and use host namespaces/paths; the
-#: AKS guide labels the namespace ``enforce=privileged`` (docs/01-network-operator.md). ``audit``
-#: and ``warn`` match so that the API server does not warn on every rollout.
-POD_SECURITY_LABELS: dict[str, str] = {
-    "pod-security.kubernetes.io/enforce": "privileged",
-    "pod-security.kubernetes.io/audit": "privileged",
-    "pod-security.kubernetes.io/warn": "privileged",
-}
-
-#: Labels on every object gpuaas creates for the network side.
-PART_OF = {"app.kubernetes.io/part-of": "gpuaas"}
+#: AKS guide labels the namespace ``enforce=privileged`` (docs/01-network-operator.md).
+POD_SECURITY_LABELS: dict[str, str] = pod_security_labels("privileged")
 
 
 def namespace(cfg: StackConfig) -> Manifest:
@@ -115,21 +108,15 @@ class NetworkOperator(pulumi.ComponentResource):
     def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:NetworkOperator", name, None, opts)
         self.namespace = kube.apply(f"{name}-namespace", namespace(cfg), kube.child(self))
-        self.release = k8s.helm.v3.Release(
+        self.release = kube.helm_release(
             f"{name}-release",
-            name=RELEASE,
+            release=RELEASE,
             chart=CHART,
             version=cfg.versions.network_operator_chart,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=cfg.versions.helm_repository),
+            repository=cfg.versions.helm_repository,
             namespace=cfg.network.namespace,
-            # The namespace is ours (with its Pod Security labels), never Helm's.
-            create_namespace=False,
             values=network_operator_values(cfg),
             timeout=cfg.network.helm_timeout_seconds,
-            # Not atomic: a rollback would hide why the operator failed; cleanup_on_fail removes
-            # what a failed install created so the next ``up`` starts clean (pulumi-kubernetes#2054).
-            atomic=False,
-            cleanup_on_fail=True,
             opts=kube.child(self, depends_on=[self.namespace]),
         )
         self.register_outputs({"namespace": cfg.network.namespace, "release": self.release.name})

@@ -39,8 +39,8 @@ from components import k8s as kube
 from components import rdma_shared_device_plugin as rdma
 from components.config import OnPremPartition, StackConfig
 from components.k8s import Manifest
-from components.network_operator import PART_OF, NetworkArgs, node_affinity, tolerations
-from components.resources import SRIOV_PREFIX, sriov_resource_name
+from components.network_operator import NetworkArgs, node_affinity, tolerations
+from components.resources import PART_OF, SRIOV_PREFIX, sriov_resource_name
 from components.types import full_member_pkey
 
 NAME = "nic-cluster-policy"

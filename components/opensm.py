@@ -22,8 +22,10 @@ import pulumi
 from components import k8s as kube
 from components.config import StackConfig
 from components.k8s import Manifest
+from components.network_operator import tolerations
 from components.partitions import opensm_conf, partitions_conf
-from components.sriov_host import CONFIG_HASH_ANNOTATION, PART_OF, config_hash, tolerations
+from components.resources import PART_OF
+from components.sriov_host import CONFIG_HASH_ANNOTATION, config_hash
 
 CONFIG_MAP: Final = "gpuaas-opensm"
 DEPLOYMENT: Final = "gpuaas-opensm"
@@ -66,7 +68,7 @@ def deployment(cfg: StackConfig) -> Manifest:
                 "spec": {
                     "hostNetwork": True,
                     "nodeSelector": {"kubernetes.io/hostname": onprem.fabric.opensm.node},
-                    "tolerations": tolerations(cfg.network.tolerations),
+                    "tolerations": tolerations(cfg.network),
                     "containers": [
                         {
                             "name": "opensm",

@@ -23,8 +23,8 @@ import pulumi
 from components import k8s as kube
 from components.config import StackConfig
 from components.k8s import Manifest
-from components.network_operator import PART_OF, NetworkArgs, tolerations
-from components.resources import rdma_shared_resource
+from components.network_operator import NetworkArgs, tolerations
+from components.resources import PART_OF, rdma_shared_resource
 
 #: The plugin reads ``/k8s-rdma-shared-dev-plugin/config.json`` (upstream daemonset.yaml).
 CONFIG_MAP = "rdma-devices"

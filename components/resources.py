@@ -18,6 +18,15 @@ SRIOV_PREFIX: Final = "nvidia.com"
 
 MigStrategy = Literal["single", "mixed"]
 
+#: Label on every object gpuaas creates (app.kubernetes.io recommended labels).
+PART_OF: Final = {"app.kubernetes.io/part-of": "gpuaas"}
+
+
+def pod_security_labels(level: Literal["privileged", "baseline", "restricted"]) -> dict[str, str]:
+    """Pod Security Admission labels for ``level``; ``audit``/``warn`` match ``enforce`` so the API
+    server neither warns on every rollout nor audits what it already enforces."""
+    return {f"pod-security.kubernetes.io/{mode}": level for mode in ("enforce", "audit", "warn")}
+
 
 def mig_resource(profile: str) -> str:
     """Resource of one MIG profile under the ``mixed`` strategy, e.g. ``nvidia.com/mig-1g.10gb``."""

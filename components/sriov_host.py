@@ -34,18 +34,19 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 import pulumi
 
 from components import k8s as kube
 from components import resources
-from components.config import Node, OnPremPartition, OnPremPlatform, StackConfig, Team, Toleration
+from components.config import Node, OnPremPartition, OnPremPlatform, StackConfig, Team
 from components.guids import check_guids, node_guids
 from components.k8s import Manifest
+from components.network_operator import tolerations
 from components.types import colon_guid
 
-PART_OF: Final = {"app.kubernetes.io/part-of": "gpuaas"}
+PART_OF: Final = resources.PART_OF
 GUIDS_CONFIG_MAP: Final = "gpuaas-vf-guids"
 DAEMONSET: Final = "gpuaas-vf-config"
 PLAN_DIR: Final = "/etc/gpuaas/vf-guids"
@@ -134,10 +135,6 @@ def config_hash(*texts: str) -> str:
     return h.hexdigest()[:16]
 
 
-def tolerations(items: Sequence[Toleration]) -> list[dict[str, Any]]:
-    return [t.model_dump(exclude_none=True) for t in items]
-
-
 def daemonset(cfg: StackConfig) -> Manifest:
     """The privileged VF/GUID DaemonSet, rolled whenever the plan or the script changes."""
     plan = guid_plan(cfg)
@@ -158,7 +155,7 @@ def daemonset(cfg: StackConfig) -> Manifest:
                     "hostPID": True,
                     "priorityClassName": "system-node-critical",
                     "nodeSelector": dict(cfg.network.node_selector),
-                    "tolerations": tolerations(cfg.network.tolerations),
+                    "tolerations": tolerations(cfg.network),
                     "containers": [
                         {
                             "name": "configure-vfs",

@@ -53,7 +53,7 @@ from components.types import format_pkey, full_member_pkey
 
 #: Label on every team namespace; the admission policies' namespaceSelector matches on it.
 TEAM_LABEL: Final = "gpuaas.io/team"
-PART_OF: Final = {"app.kubernetes.io/part-of": "gpuaas"}
+PART_OF: Final = resources.PART_OF
 #: Name of the workload Role and RoleBinding in every team namespace.
 ROLE: Final = "gpuaas-team-member"
 QUOTA: Final = "gpuaas-team-quota"
@@ -87,13 +87,10 @@ def _meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, An
 def namespace(cfg: StackConfig, team: Team) -> Manifest:
     """The team namespace with its Pod Security level and team label."""
     del cfg  # the namespace depends on the team alone
-    level = "privileged" if team.privileged else "baseline"
     labels = {
         TEAM_LABEL: team.name,
-        "pod-security.kubernetes.io/enforce": level,
+        **resources.pod_security_labels("privileged" if team.privileged else "baseline"),
         "pod-security.kubernetes.io/enforce-version": "latest",
-        "pod-security.kubernetes.io/warn": level,
-        "pod-security.kubernetes.io/audit": level,
     }
     if isinstance(team.partition, AksPartition):
         labels[POOL_LABEL] = team.partition.node_pool
