@@ -61,13 +61,13 @@ def synthetic_config(nodes: int, teams: int) -> dict[str, Any]:
 def one_case(nodes: int, teams: int) -> dict[str, Any]:
     """Run in a child process: the plan of one synthetic fleet, measured."""
     sys.path.insert(0, str(ROOT))
-    from components.loader import parse_config
+    from components.loader import gpuaas_section, parse_config
     from components.offline import run_program
     from components.plan import plan_files
 
     config = synthetic_config(nodes, teams)
     start = time.perf_counter()
-    parse_config({k.split(":", 1)[1]: v for k, v in config.items()})
+    parse_config(gpuaas_section(config))
     run = run_program("bench", config=config)
     files = plan_files(run)
     wall = time.perf_counter() - start

@@ -109,21 +109,21 @@ def _models_in(tp: Any) -> list[tuple[type[BaseModel], Loc]]:
     return []
 
 
+def gpuaas_section(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``gpuaas:*`` keys of a stack's config map, prefix stripped (what :func:`parse_config` takes)."""
+    prefix = f"{NAMESPACE}:"
+    return {key[len(prefix) :]: value for key, value in config.items() if key.startswith(prefix) and key != prefix}
+
+
 def raw_from_pulumi() -> dict[str, Any]:
     """The ``gpuaas:*`` keys of the running stack, objects decoded from their JSON form."""
     from pulumi.runtime import config as runtime_config
 
-    merged: dict[str, Any] = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-    raw: dict[str, Any] = {}
-    for key in sorted(merged):
-        ns, _, name = key.partition(":")
-        if ns != NAMESPACE or not name:
-            continue
-        value = merged[key]
+    raw = gpuaas_section({**runtime_config.get_config_env(), **runtime_config.CONFIG.get()})
+    for name, value in raw.items():
         if isinstance(value, str):
             with contextlib.suppress(json.JSONDecodeError):
-                value = json.loads(value)
-        raw[name] = value
+                raw[name] = json.loads(value)
     return raw
 
 

@@ -171,12 +171,11 @@ def write_plan(stack: str, out: Path, stack_file: Path | None = None) -> tuple[R
 
     ``stack_file`` replaces ``Pulumi.<stack>.yaml`` (e.g. a candidate config in review).
     """
-    from components.loader import parse_config
+    from components.loader import gpuaas_section, parse_config
     from components.offline import stack_config
 
     config = stack_config(stack, stack_file)
-    raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gpuaas:")}
-    cfg = parse_config(raw)  # bad config stops here, before the program registers anything
+    cfg = parse_config(gpuaas_section(config))  # bad config stops here, before the program registers anything
     run = run_program(stack, config=config)
     files = plan_files(run)
     summary = render_summary(cfg, run, resource_counts(run), files)

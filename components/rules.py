@@ -436,6 +436,14 @@ def group_capacity(cfg: StackConfig, group: str, sharing: GpuSharing, model: str
     return dict(out)
 
 
+def vfs_per_partition(cfg: StackConfig) -> int:
+    """VFs (and so GUIDs) bound to one partition on-prem: one per HCA of every node."""
+    p = cfg.onprem
+    if p is None:
+        return 0
+    return sum(len(p.groups_by_name[n.node_group].hcas) for n in p.nodes if n.node_group in p.groups_by_name)
+
+
 def capacity(cfg: StackConfig) -> dict[str, int]:
     """What the whole fleet offers, per extended resource (GPUs, MIG instances, shares, RDMA)."""
     total: dict[str, int] = defaultdict(int)
@@ -448,9 +456,7 @@ def capacity(cfg: StackConfig) -> dict[str, int]:
         total[rdma] += nodes * cfg.network.rdma_hca_max
     p = cfg.platform
     if isinstance(p, OnPremPlatform):
-        vfs_per_index = sum(
-            len(p.groups_by_name[n.node_group].hcas) for n in p.nodes if n.node_group in p.groups_by_name
-        )
+        vfs_per_index = vfs_per_partition(cfg)
         for t in cfg.teams:
             if isinstance(t.partition, OnPremPartition):
                 total[resources.sriov_resource(t.partition.pkey)] = vfs_per_index

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from components import resources
 from components.catalog import ND_SKUS
 from components.config import AksPartition, OnPremPartition, StackConfig
-from components.rules import capacity, layout_name, node_counts, sharing_groups, team_requests
+from components.rules import capacity, layout_name, node_counts, sharing_groups, team_requests, vfs_per_partition
 from components.types import format_pkey, full_member_pkey
 
 if TYPE_CHECKING:
@@ -37,13 +37,6 @@ def _quota_text(cfg: StackConfig, i: int) -> str:
     parts = [f"{res.split('/', 1)[1]}={n}" for res, n in sorted(team_requests(cfg, i).items())]
     parts += [f"cpu={q.cpu}", f"memory={q.memory}", f"pods={q.pods}"]
     return ", ".join(parts)
-
-
-def _guid_count(cfg: StackConfig) -> int:
-    p = cfg.onprem
-    if p is None:
-        return 0
-    return sum(len(p.groups_by_name[n.node_group].hcas) for n in p.nodes if n.node_group in p.groups_by_name)
 
 
 def _nad_name(team_name: str, teams_out: Mapping[str, Any]) -> str:
@@ -83,7 +76,7 @@ def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]
         part = t.partition
         if isinstance(part, OnPremPartition):
             pk = f"{format_pkey(part.pkey)} / {full_member_pkey(part.pkey)}"
-            vf, guids, res = str(part.vf_index), str(_guid_count(cfg)), resources.sriov_resource(part.pkey)
+            vf, guids, res = str(part.vf_index), str(vfs_per_partition(cfg)), resources.sriov_resource(part.pkey)
         elif isinstance(part, AksPartition):
             pk, vf, guids = f"pool {part.node_pool} (Azure P_Key)", "-", "-"
             res = resources.rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name)

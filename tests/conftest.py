@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from components.config import StackConfig
-from components.loader import parse_config
+from components.loader import gpuaas_section, parse_config
 from components.offline import Run, run_program, stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,7 +21,7 @@ STACKS = ("onprem", "aks")
 
 def raw_stack(stack: str) -> dict[str, Any]:
     """The ``gpuaas:*`` keys of a checked-in stack file, prefix stripped (a deep copy)."""
-    return copy.deepcopy({k.split(":", 1)[1]: v for k, v in stack_config(stack).items() if k.startswith("gpuaas:")})
+    return copy.deepcopy(gpuaas_section(stack_config(stack)))
 
 
 def qualified(raw: dict[str, Any]) -> dict[str, Any]:
