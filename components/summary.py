@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from components import resources
-from components.catalog import ND_SKUS
+from components.aks import pool_capacity
 from components.config import AksPartition, OnPremPartition, StackConfig
 from components.rules import capacity, layout_name, node_counts, sharing_groups, team_requests, vfs_per_partition
 from components.types import format_pkey, full_member_pkey
@@ -58,14 +58,15 @@ def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]
     out.append("Node groups" if p.kind == "onprem" else "GPU pools (capacity at maxCount)")
     rows = []
     nodes = node_counts(cfg)
+    pools = {row["pool"]: row for row in pool_capacity(cfg)}
     for _where, name, sharing, model in sharing_groups(cfg):
         share = f"time-slicing x{sharing.time_slicing.replicas}" if sharing.time_slicing else "-"
         extra = []
-        if cfg.aks is not None:
-            sku = ND_SKUS.get(cfg.aks.pools_by_name[name].vm_size)
-            extra = [cfg.aks.pools_by_name[name].vm_size, f"{sku.ib_gbps_per_gpu if sku else '?'} Gb/s/GPU"]
+        if name in pools:
+            row = pools[name]
+            extra = [row["vm_size"], f"{row['ib_gbps_per_gpu']} Gb/s/GPU", row["max_gpus"]]
         rows.append([name, model, nodes.get(name, 0), *extra, layout_name(sharing), share])
-    headers = ["group", "gpu", "nodes"] + (["vm size", "infiniband"] if cfg.aks is not None else [])
+    headers = ["group", "gpu", "nodes"] + (["vm size", "infiniband", "max gpus"] if cfg.aks is not None else [])
     out += table([*headers, "mig.config", "sharing"], rows)
     out.append("")
 
