@@ -52,6 +52,7 @@ def synthetic_config(nodes: int, teams: int) -> dict[str, Any]:
                 {"name": f"node-{i:04d}", "id": i + 1, "nodeGroup": groups[i % GROUPS]["name"]} for i in range(nodes)
             ],
             "fabric": {"vfsPerHca": VFS},
+            "multus": {"clusterNetwork": "k8s-pod-network"},
         },
         "gpuaas:teams": team_list,
         "gpuaas:quotaPolicy": {"allowOversubscription": True},

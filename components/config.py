@@ -185,6 +185,23 @@ class Fabric(Model):
     ipam_supernet: str = "192.168.0.0/16"
 
 
+class Multus(Model):
+    """Multus on-prem: the thin plugin in front of the cluster's own CNI (see components/multus.py).
+
+    Multus needs to know which network is the pods' primary one; the Network Operator's
+    "auto" mode would find it but cannot switch on ``namespaceIsolation``, so gpuaas writes
+    the whole Multus config and asks for that network here.
+    """
+
+    #: The primary CNI network: the ``name`` inside its conf file in ``cniConfDir`` (Calico
+    #: ``k8s-pod-network``, Cilium ``cilium``, Flannel ``cbr0``) or a NAD in ``kube-system``.
+    cluster_network: Annotated[str, Field(min_length=1)]
+    #: Directory holding the primary CNI's conf file on every node.
+    cni_conf_dir: Annotated[str, Field(pattern=r"^/")] = "/etc/cni/net.d"
+    #: A file whose existence means the primary CNI is ready (Multus waits for it); ``None``: no wait.
+    readiness_indicator_file: Annotated[str, Field(pattern=r"^/")] | None = None
+
+
 class OnPremPlatform(Model):
     """An existing bare-metal cluster with ConnectX HCAs, SR-IOV VFs and OpenSM."""
 
@@ -194,6 +211,8 @@ class OnPremPlatform(Model):
     node_groups: list[NodeGroup]
     nodes: list[Node]
     fabric: Fabric = Fabric()
+    #: Required once a team has a P_Key partition (its NAD goes through Multus).
+    multus: Multus | None = None
 
     @cached_property
     def groups_by_name(self) -> dict[str, NodeGroup]:

@@ -8,7 +8,8 @@ as in network-operator v26.4.1 ``api/v1alpha1``; see ../shared/reference/upstrea
 - ``rdmaSharedDevicePlugin`` only when the policy is its source
   (:mod:`components.rdma_shared_device_plugin` says which).
 - On-prem: ``sriovDevicePlugin`` with one VF pool per team partition, ``secondaryNetwork``
-  (Multus + reference CNI plugins) and ``nvIpam`` when the fabric uses NVIDIA IPAM. No
+  (Multus with gpuaas' namespace-isolating config from :mod:`components.multus`, and the
+  reference CNI plugins) and ``nvIpam`` when the fabric uses NVIDIA IPAM. No
   ``ipamPlugin``: upstream removed it in v25.10 (commit 63c7ea65), the API server would prune or
   refuse it.
 
@@ -36,6 +37,7 @@ from typing import Any
 import pulumi
 
 from components import k8s as kube
+from components import multus
 from components import rdma_shared_device_plugin as rdma
 from components.config import OnPremPartition, StackConfig
 from components.k8s import Manifest
@@ -145,10 +147,10 @@ def nic_cluster_policy(cfg: StackConfig) -> Manifest:
             }
         # Multus attaches the team NADs' ib-sriov interfaces; the reference plugins bring the
         # static/host-local IPAM those NADs use.
-        spec["secondaryNetwork"] = {
-            "multus": _image(cfg, "multus-cni"),
-            "cniPlugins": _image(cfg, "plugins"),
-        }
+        multus_spec: dict[str, Any] = _image(cfg, "multus-cni")
+        if onprem.multus is not None:
+            multus_spec["config"] = multus.config_json(cfg, onprem.multus)
+        spec["secondaryNetwork"] = {"multus": multus_spec, "cniPlugins": _image(cfg, "plugins")}
         if onprem.fabric.ipam == "nv-ipam":
             # The nv-ipam webhook needs cert-manager, which gpuaas does not install.
             spec["nvIpam"] = {**_image(cfg, "nvidia-k8s-ipam"), "enableWebhook": False}

@@ -22,6 +22,7 @@ from components.config import (
 )
 from components.errors import Issue
 from components.mig import LayoutError, check_layout, parse_layout
+from components.multus import NETWORK_NAME as MULTUS_NETWORK
 from components.types import format_pkey
 
 #: Namespaces a team may not take: the cluster's own and the platform's operators.
@@ -346,6 +347,26 @@ def _team_networks(cfg: StackConfig) -> Iterator[Issue]:
                     )
         return
     f = p.fabric
+    first = next((i for i, t in enumerate(cfg.teams) if isinstance(t.partition, OnPremPartition)), None)
+    if first is not None and p.multus is None:
+        yield Issue(
+            "gpuaas:platform.multus",
+            f"is required once a team has a P_Key partition (teams[{first}]): gpuaas turns on Multus "
+            "namespaceIsolation and must name the pods' primary network, e.g. {clusterNetwork: "
+            "k8s-pod-network} for Calico, cilium for Cilium, cbr0 for Flannel (the 'name' in the CNI "
+            "conf file under /etc/cni/net.d)",
+        )
+    if p.multus is not None and p.multus.cluster_network == MULTUS_NETWORK:
+        yield Issue(
+            "gpuaas:platform.multus.clusterNetwork",
+            f"{MULTUS_NETWORK!r} is the Multus network itself; name the primary CNI's network",
+        )
+    if cfg.network.namespace in RESERVED_NAMESPACES:
+        yield Issue(
+            "gpuaas:network.namespace",
+            f"{cfg.network.namespace!r} is reserved; Multus treats NADs of the Network Operator namespace as "
+            "global, so it must be a namespace of its own (default: nvidia-network-operator)",
+        )
     if f.vf_config == "sriov-network-operator":
         yield Issue(
             "gpuaas:platform.fabric.vfConfig",

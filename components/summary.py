@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from components import resources
+from components import multus, resources
 from components.aks import pool_capacity
 from components.config import AksPartition, OnPremPartition, StackConfig
 from components.rules import capacity, layout_name, node_counts, sharing_groups, team_requests, vfs_per_partition
@@ -85,6 +85,12 @@ def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]
             pk, vf, guids, res = "-", "-", "-", "-"
         rows.append([t.name, t.ns, pk, vf, guids, res, _nad_name(t.name, teams_out), _quota_text(cfg, i)])
     out += table(["team", "namespace", "p_key (config / full)", "vf", "guids", "rdma resource", "nad", "quota"], rows)
+    onprem = cfg.onprem
+    if onprem is not None and onprem.multus is not None:
+        out.append(
+            f"Multus: namespaceIsolation on, global NAD namespaces {','.join(multus.global_namespaces(cfg))} "
+            f"(not default), primary network {onprem.multus.cluster_network!r} in {onprem.multus.cni_conf_dir}"
+        )
     out.append("")
 
     out.append(

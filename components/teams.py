@@ -28,7 +28,7 @@ Per team (``gpuaas:teams[*]``), in the team's namespace:
 
 Never a NAD in ``default``: Multus' ``namespaceIsolation`` still lets every pod use NADs in
 ``default`` unless ``globalNamespaces`` is set (k8snetworkplumbingwg/multus-cni pkg/types/conf.go
-``defaultNonIsolatedNamespace``), see :func:`multus_config`.
+``defaultNonIsolatedNamespace``); :mod:`components.multus` sets it.
 
 Objects are rendered by pure functions of (config, team); the component only registers them with
 logical names ``<name>-<team>-<role>``, so reordering ``gpuaas:teams`` moves nothing.
@@ -66,8 +66,6 @@ SCHEDULING: Final = "gpuaas-scheduling"
 AKS_POOL_LABEL: Final = "kubernetes.azure.com/agentpool"
 #: NetworkAttachmentDefinition annotation tying a NAD to a device-plugin pool.
 RESOURCE_NAME_ANNOTATION: Final = "k8s.v1.cni.cncf.io/resourceName"
-#: Multus thin-plugin paths inside the host's CNI directory (multus-cni deployments/multus-daemonset.yml).
-MULTUS_KUBECONFIG: Final = "/etc/cni/net.d/multus.d/multus.kubeconfig"
 
 
 def nad_name(team: Team) -> str:
@@ -317,34 +315,6 @@ def team_export(cfg: StackConfig, team: Team) -> dict[str, Any]:
     elif isinstance(part, AksPartition):
         out["nodePool"] = part.node_pool
     return out
-
-
-def multus_config(cfg: StackConfig, cluster_network: str) -> dict[str, Any]:
-    """Multus thin-plugin config (``NicClusterPolicy.spec.secondaryNetwork.multus.config``).
-
-    ``namespaceIsolation`` lets a pod use only NADs of its own namespace; ``globalNamespaces``
-    replaces the built-in exception for ``default`` (an empty value keeps ``default`` open to
-    everyone), so it names the Network Operator namespace, which holds no NADs of gpuaas.
-    ``cluster_network``: the primary CNI's network name or conf file (multus-cni
-    docs/configuration.md ``clusterNetwork``). The Network Operator mounts this as
-    ``00-multus.conf`` (Mellanox/network-operator manifests/state-multus-cni).
-    """
-    global_ns = [cfg.network.namespace]
-    if "default" in global_ns:
-        raise ValueError("globalNamespaces must not contain 'default'")
-    return {
-        "cniVersion": "0.3.1",
-        "name": "multus-cni-network",
-        "type": "multus",
-        "kubeconfig": MULTUS_KUBECONFIG,
-        "namespaceIsolation": True,
-        "globalNamespaces": ",".join(global_ns),
-        "clusterNetwork": cluster_network,
-    }
-
-
-def multus_config_json(cfg: StackConfig, cluster_network: str) -> str:
-    return json.dumps(multus_config(cfg, cluster_network), indent=2)
 
 
 class Teams(pulumi.ComponentResource):

@@ -27,6 +27,7 @@ def onprem_raw(**extra: Any) -> dict[str, Any]:
             "kind": "onprem",
             "nodeGroups": [{"name": "gpus", "gpuModel": "H100-80GB"}],
             "nodes": [{"name": "node-1", "id": 1, "nodeGroup": "gpus"}],
+            "multus": {"clusterNetwork": "k8s-pod-network"},
         },
         "teams": [
             {"name": "zeta", "partition": {"pkey": "0x0002", "vfIndex": 1}},
@@ -88,6 +89,11 @@ CUSTOM_VERSIONS: dict[str, Any] = {
 def onprem_custom_raw() -> dict[str, Any]:
     raw = onprem_raw(network=CUSTOM_NETWORK, versions=CUSTOM_VERSIONS)
     raw["platform"]["fabric"] = {"ipam": "nv-ipam"}
+    raw["platform"]["multus"] = {
+        "clusterNetwork": "cilium",
+        "cniConfDir": "/var/lib/cni/conf",
+        "readinessIndicatorFile": "/var/lib/cni/conf/05-cilium.conflist",
+    }
     return raw
 
 

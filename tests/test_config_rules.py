@@ -326,6 +326,34 @@ INVALID: list[tuple[str, str, list[Edit], str, str]] = [
     ("aks-gpu-quota-over", "aks", [_set("teams[1].quota.gpus", 17)], "gpuaas:teams[*].quota.gpus", "the fleet has 48"),
     ("platform-kind", "onprem", [_set("platform.kind", "gke")], "gpuaas:platform", "kind"),
     (
+        "multus-missing-with-partitions",
+        "onprem",
+        [_del("platform.multus")],
+        "gpuaas:platform.multus",
+        "clusterNetwork: k8s-pod-network",
+    ),
+    (
+        "multus-cluster-network-empty",
+        "onprem",
+        [_set("platform.multus.clusterNetwork", "")],
+        "gpuaas:platform.multus.clusterNetwork",
+        "at least 1 character",
+    ),
+    (
+        "multus-conf-dir-relative",
+        "onprem",
+        [_set("platform.multus.cniConfDir", "etc/cni/net.d")],
+        "gpuaas:platform.multus.cniConfDir",
+        "'^/'",
+    ),
+    (
+        "network-namespace-default",
+        "onprem",
+        [_set("network", {"namespace": "default"})],
+        "gpuaas:network.namespace",
+        "Multus treats NADs of the Network Operator namespace as global",
+    ),
+    (
         "chart-version-range",
         "onprem",
         [_set("versions", {"gpuOperatorChart": "^26"})],
@@ -378,6 +406,11 @@ VALID: list[tuple[str, str, list[Edit]]] = [
         [_set("teams[2].quota.gpus", 100), _set("quotaPolicy", {"allowOversubscription": True})],
     ),
     ("team-without-partition", "onprem", [_append_team({"name": "interns", "quota": {"cpu": "8", "memory": "32Gi"}})]),
+    (
+        "no-partitions-no-multus",
+        "onprem",
+        [_del("platform.multus"), lambda raw: raw.update(teams=[{"name": "interns"}])],
+    ),
     (
         "aks-existing-cluster",
         "aks",

@@ -47,7 +47,29 @@ def decoded(manifest: dict[str, Any]) -> dict[str, Any]:
             value = json.loads(part["config"])
             assert part["config"] == json.dumps(value, indent=2) + "\n", f"{section}.config is not canonical JSON"
             part["config"] = value
+    multus = out["spec"].get("secondaryNetwork", {}).get("multus", {})
+    if "config" in multus:
+        value = json.loads(multus["config"])
+        assert multus["config"] == json.dumps(value, indent=2) + "\n", "multus.config is not canonical JSON"
+        multus["config"] = value
     return out
+
+
+def _multus_config(namespace: str, network: str, conf_dir: str, **extra: str) -> dict[str, Any]:
+    """What Multus must be told: isolate namespaces, no global ``default``, the primary network."""
+    return {
+        "cniVersion": "0.3.1",
+        "name": "multus-cni-network",
+        "type": "multus",
+        "kubeconfig": "/etc/cni/net.d/multus.d/multus.kubeconfig",
+        "confDir": conf_dir,
+        "clusterNetwork": network,
+        "namespaceIsolation": True,
+        "globalNamespaces": namespace,
+        "logToStderr": True,
+        "logLevel": "error",
+        **extra,
+    }
 
 
 MELLANOX = "nvcr.io/nvidia/mellanox"
@@ -112,7 +134,12 @@ DEFAULTS_POLICY = {
             "config": {"resourceList": [_sriov_pool("sriov8001", "0x8001"), _sriov_pool("sriov8002", "0x8002")]},
         },
         "secondaryNetwork": {
-            "multus": {"image": "multus-cni", "repository": MELLANOX, "version": COMPONENTS},
+            "multus": {
+                "image": "multus-cni",
+                "repository": MELLANOX,
+                "version": COMPONENTS,
+                "config": _multus_config("nvidia-network-operator", "k8s-pod-network", "/etc/cni/net.d"),
+            },
             "cniPlugins": {"image": "plugins", "repository": MELLANOX, "version": COMPONENTS},
         },
     },
@@ -175,7 +202,17 @@ CUSTOM_SPEC = {
         "config": {"resourceList": [_sriov_pool("sriov8001", "0x8001"), _sriov_pool("sriov8002", "0x8002")]},
     },
     "secondaryNetwork": {
-        "multus": {"image": "multus-cni", "repository": MIRROR, "version": MIRROR_COMPONENTS},
+        "multus": {
+            "image": "multus-cni",
+            "repository": MIRROR,
+            "version": MIRROR_COMPONENTS,
+            "config": _multus_config(
+                "nvnet",
+                "cilium",
+                "/var/lib/cni/conf",
+                readinessindicatorfile="/var/lib/cni/conf/05-cilium.conflist",
+            ),
+        },
         "cniPlugins": {"image": "plugins", "repository": MIRROR, "version": MIRROR_COMPONENTS},
     },
     "nvIpam": {"image": "nvidia-k8s-ipam", "repository": MIRROR, "version": MIRROR_COMPONENTS, "enableWebhook": False},

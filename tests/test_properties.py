@@ -61,6 +61,7 @@ def configs(draw: st.DrawFn) -> dict[str, Any]:
             "nodeGroups": groups,
             "nodes": nodes,
             "fabric": {"vfsPerHca": draw(st.integers(1, 8))},
+            "multus": {"clusterNetwork": "cilium"},
         },
         "teams": teams,
     }

@@ -217,15 +217,6 @@ def test_aks_scheduling_defaults(cfg_of: Any) -> None:
     assert teams.nad(cfg, team) is None
 
 
-def test_multus_config_isolates_namespaces(cfg_of: Any) -> None:
-    conf = teams.multus_config(cfg_of("onprem"), "k8s-pod-network")
-    assert conf["namespaceIsolation"] is True
-    assert conf["globalNamespaces"], "an empty globalNamespaces keeps 'default' global in multus"
-    assert "default" not in conf["globalNamespaces"].split(",")
-    assert conf["type"] == "multus" and conf["clusterNetwork"] == "k8s-pod-network"
-    assert json.loads(teams.multus_config_json(cfg_of("onprem"), "x"))["kubeconfig"].endswith("multus.kubeconfig")
-
-
 def test_guid_plan_is_data(cfg_of: Any) -> None:
     cfg = cfg_of("onprem")
     cm = sriov_host.guid_config_map(cfg)
