@@ -376,15 +376,15 @@ def _team_networks(cfg: StackConfig) -> Iterator[Issue]:
         )
     if f.ipam == "nv-ipam":
         yield from _nv_ipam(cfg, p)
-    from components.sriov_host import MAX_PLAN_BYTES, estimated_plan_bytes
+    from components.sriov_host import MAX_PLAN_BYTES, node_plan_bound, shard_size
 
-    size = estimated_plan_bytes(p)
-    if size > MAX_PLAN_BYTES:
-        yield Issue(
-            "gpuaas:platform.nodes",
-            f"the VF GUID plan of {len(p.nodes)} nodes is {size} bytes; one ConfigMap holds at most {MAX_PLAN_BYTES}. "
-            "Lower fabric.vfsPerHca or split the fleet into stacks",
-        )
+    for i, g in enumerate(p.node_groups):
+        if not shard_size(g):
+            yield Issue(
+                _p(f"platform.nodeGroups[{i}]", "hcas"),
+                f"one node's VF GUID plan ({len(g.hcas)} HCAs) can take {node_plan_bound(g)} bytes; a ConfigMap "
+                f"holds at most {MAX_PLAN_BYTES}. List fewer HCAs",
+            )
 
 
 def _nv_ipam(cfg: StackConfig, p: OnPremPlatform) -> Iterator[Issue]:

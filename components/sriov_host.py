@@ -3,8 +3,8 @@
 Two ways exist to give VFs fixed GUIDs; ``platform.fabric.vfConfig`` picks one:
 
 ``daemonset`` (default, implemented)
-    A privileged, idempotent DaemonSet reads its node's GUID plan from one ConfigMap (keyed by node
-    name) and, per HCA: sets ``sriov_numvfs`` when it differs (0 first — the kernel refuses to
+    A privileged, idempotent DaemonSet reads its node's GUID plan (a file named for the node, from
+    the plan ConfigMaps) and, per HCA: sets ``sriov_numvfs`` when it differs (0 first — the kernel refuses to
     change a non-zero count), then per VF whose current node GUID differs: writes node and port
     GUID and link policy Follow — MLNX_OFED's ``/sys/class/infiniband/<pf>/device/sriov/<vf>/
     {node,port,policy}`` where present, else the upstream netlink way ``ip link set <pf> vf <n>
@@ -24,9 +24,14 @@ Two ways exist to give VFs fixed GUIDs; ``platform.fabric.vfConfig`` picks one:
     (``mlx5_0``), not netdev. :func:`sriov_network_node_policy` renders the policy from PF names
     (validated against the network-operator-bundled CRD) for when the config carries them.
 
-Scale: the GUID plan is data, one ConfigMap with a key per node (``<hca> <guid vf0> <guid vf1>
-…`` per line), never a resource per node×HCA×VF; the number of resources is constant in the
-fleet size. :data:`MAX_PLAN_BYTES` keeps it below the 1 MiB object limit.
+Scale: the GUID plan is data — a key per node, a line per HCA (``<hca> <GUID of VF 0> <VF
+count>``; VF ``n`` is VF 0 + ``n``), never a resource per node×HCA×VF, and its size does not
+depend on the VF count. It is cut into ConfigMaps below the 1 MiB object limit
+(:data:`MAX_PLAN_BYTES`): per node group, by ``node id // shard size`` where the shard size is
+the largest power of two of worst-case node plans that fits (:func:`shard_size`; 1024 nodes for
+8 HCAs). A node's shard so depends only on its id and its group's HCA layout: adding,
+removing or renaming nodes changes no other shard. The DaemonSet mounts every shard as one
+projected volume.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import pulumi
 
 from components import k8s as kube
 from components import resources
-from components.config import Node, OnPremPartition, OnPremPlatform, StackConfig, Team
+from components.config import Node, NodeGroup, OnPremPartition, OnPremPlatform, StackConfig, Team
 from components.guids import check_guids, node_guids
 from components.k8s import Manifest
 from components.network_operator import tolerations
@@ -54,22 +59,27 @@ PLAN_DIR: Final = "/etc/gpuaas/vf-guids"
 OPERATOR_GUID_FILE: Final = "/etc/sriov-operator/infiniband/guids"
 #: ConfigMaps hold at most 1 MiB (etcd's request limit); leave room for metadata.
 MAX_PLAN_BYTES: Final = 900 * 1024
+#: A node name is a DNS subdomain: at most 253 characters, plus the ConfigMap key's share.
+MAX_NODE_NAME: Final = 253
+#: A plan line past the HCA name: `` 02:00:00:00:00:00:53:00 127\n`` at most (127 VFs per port).
+LINE_CHARS: Final = len(f" {colon_guid(0)} 127\n")
 CONFIG_HASH_ANNOTATION: Final = "gpuaas.io/config-hash"
 
 #: Idempotent per-node VF configuration (see the module docstring). Runs once, then stays Ready.
+#: ``SYSFS``/``READY``/``IDLE`` exist for the tests, which run it against a fake sysfs.
 CONFIGURE_VFS: Final = r"""set -euo pipefail
+sys="${SYSFS:-/sys}"
+ready="${READY:-/tmp/ready}"
 plan="$PLAN_DIR/$NODE_NAME"
 if [ ! -f "$plan" ]; then
   echo "no GUID plan for node $NODE_NAME: not one of platform.nodes, nothing to do"
-  touch /tmp/ready; exec sleep infinity
+  touch "$ready"; exec ${IDLE:-sleep infinity}
 fi
 host() { nsenter --target 1 --mount -- "$@"; }
-while read -r hca guids; do
+while read -r hca first n; do
   [ -n "$hca" ] || continue
-  dev="/sys/class/infiniband/$hca/device"
+  dev="$sys/class/infiniband/$hca/device"
   [ -d "$dev" ] || { echo "$hca: no such RDMA device on $NODE_NAME" >&2; exit 1; }
-  read -r -a want <<<"$guids"
-  n=${#want[@]}
   if [ "$(cat "$dev/sriov_numvfs")" != "$n" ]; then
     echo "$hca: sriov_numvfs -> $n"
     echo 0 > "$dev/sriov_numvfs"
@@ -77,9 +87,10 @@ while read -r hca guids; do
   fi
   pf=$(ls "$dev/net" | head -n 1)
   for ((vf = 0; vf < n; vf++)); do
-    guid=${want[$vf]}
+    hex=$(printf '%016x' $((0x${first//:/} + vf)))
+    guid="${hex:0:2}:${hex:2:2}:${hex:4:2}:${hex:6:2}:${hex:8:2}:${hex:10:2}:${hex:12:2}:${hex:14:2}"
     bdf=$(basename "$(readlink -f "$dev/virtfn$vf")")
-    have=$(cat /sys/bus/pci/devices/"$bdf"/infiniband/*/node_guid 2>/dev/null | tr -d ':' || true)
+    have=$(cat "$sys"/bus/pci/devices/"$bdf"/infiniband/*/node_guid 2>/dev/null | tr -d ':' || true)
     [ "$have" = "${guid//:/}" ] && continue
     if [ -d "$dev/sriov/$vf" ]; then
       echo "$guid" > "$dev/sriov/$vf/node"
@@ -88,20 +99,28 @@ while read -r hca guids; do
     else
       host ip link set "$pf" vf "$vf" node_guid "$guid" port_guid "$guid" state auto
     fi
-    echo "$bdf" > /sys/bus/pci/drivers/mlx5_core/unbind 2>/dev/null || true
-    echo "$bdf" > /sys/bus/pci/drivers/mlx5_core/bind
+    echo "$bdf" > "$sys"/bus/pci/drivers/mlx5_core/unbind 2>/dev/null || true
+    echo "$bdf" > "$sys"/bus/pci/drivers/mlx5_core/bind
     echo "$hca VF $vf ($bdf): GUID $guid"
   done
 done < "$plan"
-touch /tmp/ready
-exec sleep infinity
+touch "$ready"
+exec ${IDLE:-sleep infinity}
 """
 
 
 def guid_table(onprem: OnPremPlatform, node: Node) -> str:
-    """One node's plan: a line per HCA, ``<hca> <GUID of VF 0> <GUID of VF 1> …`` (colon form)."""
-    table = node_guids(onprem, node)
-    return "".join(f"{hca} {' '.join(colon_guid(g) for g in guids)}\n" for hca, guids in table.items())
+    """One node's plan: a line per HCA, ``<hca> <GUID of VF 0> <number of VFs>`` (colon form).
+
+    VF ``n`` gets GUID of VF 0 plus ``n``: the VF index is the scheme's lowest field
+    (:func:`components.guids.vf_guid`), checked here so the script's addition can never disagree.
+    """
+    lines = []
+    for hca, guids in node_guids(onprem, node).items():
+        if guids != list(range(guids[0], guids[0] + len(guids))):
+            raise ValueError(f"VF GUIDs of {node.name}/{hca} are not consecutive")
+        lines.append(f"{hca} {colon_guid(guids[0])} {len(guids)}\n")
+    return "".join(lines)
 
 
 def guid_plan(cfg: StackConfig) -> dict[str, str]:
@@ -113,17 +132,57 @@ def guid_plan(cfg: StackConfig) -> dict[str, str]:
     return {n.name: guid_table(onprem, n) for n in sorted(onprem.nodes, key=lambda n: n.name)}
 
 
+def node_plan_bound(group: NodeGroup) -> int:
+    """The most bytes one node of ``group`` adds to a shard: longest legal node name, every HCA line.
+
+    Independent of the VF count: a line names VF 0's GUID and how many follow.
+    """
+    return MAX_NODE_NAME + sum(len(h) + LINE_CHARS for h in group.hcas)
+
+
+def shard_size(group: NodeGroup) -> int:
+    """Nodes per GUID-plan ConfigMap of ``group``: a power of two whose worst case fits; 0 if none does.
+
+    Worst case, not actual size, so adding or renaming a node never moves another node to a
+    different shard; only a change of the group's HCA list re-cuts its shards.
+    """
+    fit = MAX_PLAN_BYTES // node_plan_bound(group)
+    return 1 << (fit.bit_length() - 1) if fit else 0
+
+
+def shard_name(onprem: OnPremPlatform, node: Node) -> str:
+    """The ConfigMap holding ``node``'s plan: ``gpuaas-vf-guids-<group>-<id // shard size>``."""
+    size = shard_size(onprem.groups_by_name[node.node_group])
+    return f"{GUIDS_CONFIG_MAP}-{node.node_group}-{node.id // size}"
+
+
+def guid_shards(cfg: StackConfig) -> dict[str, dict[str, str]]:
+    """:func:`guid_plan` cut into ConfigMap-sized shards: shard name → node name → plan (all sorted)."""
+    onprem = cfg.onprem
+    if onprem is None:
+        return {}
+    plan = guid_plan(cfg)
+    shards: dict[str, dict[str, str]] = {}
+    for node in sorted(onprem.nodes, key=lambda n: n.name):
+        shards.setdefault(shard_name(onprem, node), {})[node.name] = plan[node.name]
+    return dict(sorted(shards.items()))
+
+
 def plan_bytes(cfg: StackConfig) -> int:
     return sum(len(k) + len(v) for k, v in guid_plan(cfg).items())
 
 
-def guid_config_map(cfg: StackConfig) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": GUIDS_CONFIG_MAP, "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
-        "data": guid_plan(cfg),
-    }
+def guid_config_maps(cfg: StackConfig) -> list[Manifest]:
+    """One ConfigMap per shard; the DaemonSet mounts them all into one directory."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": shard, "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
+            "data": data,
+        }
+        for shard, data in guid_shards(cfg).items()
+    ]
 
 
 def config_hash(*texts: str) -> str:
@@ -135,10 +194,15 @@ def config_hash(*texts: str) -> str:
     return h.hexdigest()[:16]
 
 
-def daemonset(cfg: StackConfig) -> Manifest:
-    """The privileged VF/GUID DaemonSet, rolled whenever the plan or the script changes."""
-    plan = guid_plan(cfg)
-    digest = config_hash(CONFIGURE_VFS, json.dumps(plan, sort_keys=True))
+def daemonset(cfg: StackConfig, shards: Mapping[str, Mapping[str, str]] | None = None) -> Manifest:
+    """The privileged VF/GUID DaemonSet, rolled whenever the plan or the script changes.
+
+    Every shard is one source of a projected volume, so each pod sees ``$PLAN_DIR/<its node>``
+    whichever ConfigMap holds it. ``shards``: :func:`guid_shards` when the caller has them.
+    """
+    if shards is None:
+        shards = guid_shards(cfg)
+    digest = config_hash(CONFIGURE_VFS, json.dumps(shards, sort_keys=True))
     labels = {"app.kubernetes.io/name": DAEMONSET, **PART_OF}
     v = cfg.versions
     return {
@@ -171,7 +235,12 @@ def daemonset(cfg: StackConfig) -> Manifest:
                             "volumeMounts": [{"name": "plan", "mountPath": PLAN_DIR, "readOnly": True}],
                         }
                     ],
-                    "volumes": [{"name": "plan", "configMap": {"name": GUIDS_CONFIG_MAP}}],
+                    "volumes": [
+                        {
+                            "name": "plan",
+                            "projected": {"sources": [{"configMap": {"name": shard}} for shard in shards]},
+                        }
+                    ],
                 },
             },
         },
@@ -209,7 +278,7 @@ def sriov_network_node_policy(cfg: StackConfig, team: Team, pf_names: Sequence[s
 
 
 class SriovHost(pulumi.ComponentResource):
-    """The GUID plan ConfigMap and the VF DaemonSet: two resources whatever the fleet size."""
+    """The GUID plan ConfigMaps (a few per node group) and the VF DaemonSet."""
 
     def __init__(
         self,
@@ -223,17 +292,12 @@ class SriovHost(pulumi.ComponentResource):
         onprem = cfg.onprem
         if onprem is None or onprem.fabric.vf_config != "daemonset":
             raise ValueError("SriovHost needs an on-prem platform with fabric.vfConfig: daemonset")
-        plan = kube.apply(f"{name}-guids", guid_config_map(cfg), kube.child(self, list(depends_on)))
-        self.daemonset = kube.apply(f"{name}-daemonset", daemonset(cfg), kube.child(self, [plan, *depends_on]))
-        self.register_outputs({"nodes": len(onprem.nodes), "configMap": GUIDS_CONFIG_MAP})
-
-
-def estimated_plan_bytes(onprem: OnPremPlatform) -> int:
-    """Size of :func:`guid_plan` computed from counts alone (for the config rules, before GUIDs exist)."""
-    guid = len(colon_guid(0)) + 1
-    groups = onprem.groups_by_name
-    return sum(
-        len(n.name) + sum(len(h) + 1 + guid * onprem.fabric.vfs_per_hca for h in groups[n.node_group].hcas)
-        for n in onprem.nodes
-        if n.node_group in groups
-    )
+        shards = guid_shards(cfg)
+        plans = [
+            kube.apply(f"{name}-{cm['metadata']['name']}", cm, kube.child(self, list(depends_on)))
+            for cm in guid_config_maps(cfg)
+        ]
+        self.daemonset = kube.apply(
+            f"{name}-daemonset", daemonset(cfg, shards), kube.child(self, [*plans, *depends_on])
+        )
+        self.register_outputs({"nodes": len(onprem.nodes), "configMaps": list(shards)})

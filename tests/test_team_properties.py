@@ -172,6 +172,12 @@ def _many_nodes(n: int, vfs: int = 6, hcas: int = 8, ipam: str = "static") -> An
     return edit
 
 
+def _huge_node(raw: dict[str, Any]) -> None:
+    """One node whose VF GUID plan alone exceeds a ConfigMap: 30000 HCAs (a line each)."""
+    _many_nodes(2, hcas=30_000)(raw)
+    raw["platform"]["fabric"]["guidScheme"] = {"hcaBits": 15}
+
+
 BAD = [
     (
         "pkey-1-vs-0x8001",
@@ -220,7 +226,7 @@ BAD = [
         _set("teams", 1, "partition", "nodePool", value="ndh100a"),
         "gpuaas:teams[1].partition.nodePool",
     ),
-    ("guid-plan-too-big", "onprem", _many_nodes(200, vfs=16, hcas=16), "gpuaas:platform.nodes"),
+    ("guid-plan-too-big", "onprem", _huge_node, "gpuaas:platform.nodeGroups[2].hcas"),
     ("nv-ipam-too-many-nodes", "onprem", _many_nodes(40, ipam="nv-ipam"), "gpuaas:platform.fabric.ipam"),
 ]
 
@@ -313,4 +319,6 @@ def test_guid_plan_resources_do_not_grow_with_the_fleet() -> None:
         sriov = run.named("gpuaas-sriov-host").urn
         opensm_urn = run.named("gpuaas-opensm").urn
         counts.append(sum(1 for r in run.records if r.parent in (sriov, opensm_urn)))
-    assert counts[0] == counts[1] == 3
+    # One GUID-plan shard per node group in use, the DaemonSet, the OpenSM ConfigMap: 60 nodes
+    # in one group need fewer resources than 6 nodes in three.
+    assert counts == [3 + 1 + 1, 1 + 1 + 1]

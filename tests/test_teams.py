@@ -39,7 +39,7 @@ def all_objects(cfg: StackConfig) -> list[dict[str, Any]]:
     objs = [o for t in cfg.teams for o in teams.team_objects(cfg, t).values()]
     objs += list(admission.admission_objects(cfg).values())
     if cfg.onprem is not None:
-        objs += [opensm.config_map(cfg), sriov_host.guid_config_map(cfg), sriov_host.daemonset(cfg)]
+        objs += [opensm.config_map(cfg), *sriov_host.guid_config_maps(cfg), sriov_host.daemonset(cfg)]
     return objs
 
 
@@ -219,11 +219,16 @@ def test_aks_scheduling_defaults(cfg_of: Any) -> None:
 
 def test_guid_plan_is_data(cfg_of: Any) -> None:
     cfg = cfg_of("onprem")
-    cm = sriov_host.guid_config_map(cfg)
-    assert sorted(cm["data"]) == sorted(n.name for n in cfg.onprem.nodes)
-    line = cm["data"]["gpu-node-05"].splitlines()[3]
-    assert line.split()[0] == "mlx5_3"
-    assert line.split()[1:] == [f"02:00:00:00:00:00:53:0{vf}" for vf in range(6)]
+    cms = sriov_host.guid_config_maps(cfg)
+    assert [cm["metadata"]["name"] for cm in cms] == [
+        "gpuaas-vf-guids-h100-full-0",
+        "gpuaas-vf-guids-h100-mig-0",
+        "gpuaas-vf-guids-h100-shared-0",
+    ]
+    data = {k: v for cm in cms for k, v in cm["data"].items()}
+    assert sorted(data) == sorted(n.name for n in cfg.onprem.nodes)
+    line = data["gpu-node-05"].splitlines()[3]
+    assert line == "mlx5_3 02:00:00:00:00:00:53:00 6"
     ds = sriov_host.daemonset(cfg)
     pod = ds["spec"]["template"]["spec"]
     assert pod["hostNetwork"] and pod["hostPID"]
@@ -231,7 +236,6 @@ def test_guid_plan_is_data(cfg_of: Any) -> None:
     script = pod["containers"][0]["command"][2]
     for needle in ("sriov_numvfs", "node_guid", "port_guid", "Follow", "unbind", "bind", "state auto"):
         assert needle in script
-    assert sriov_host.estimated_plan_bytes(cfg.onprem) == sriov_host.plan_bytes(cfg)
 
 
 # --------------------------------------------------------------------------------------------
