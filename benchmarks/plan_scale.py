@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -18,12 +19,17 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = [(10, 8), (100, 64), (700, 256), (1000, 256)]
-HCAS, VFS, GROUPS = 8, 6, 4
+#: (nodes, teams, VFs per HCA): the issue's three fleets, and the largest again with 16 VFs.
+CASES = [(10, 8, 6), (100, 64, 6), (1000, 256, 6), (1000, 256, 16)]
+#: The target machine of issue 7: the plan runs pinned to this many cores (where the OS allows).
+CORES = 2
+HCAS, GROUPS = 8, 4
+#: Teams with a partition (each needs its own VF index, so at most the VFs per HCA).
+PARTITIONED = 6
 
 
-def synthetic_config(nodes: int, teams: int) -> dict[str, Any]:
-    """A fleet of ``nodes`` 8-GPU nodes in 4 groups; the first 6 teams get partitions (6 VFs)."""
+def synthetic_config(nodes: int, teams: int, vfs: int = 6) -> dict[str, Any]:
+    """A fleet of ``nodes`` 8-GPU nodes in 4 groups, ``vfs`` VFs per HCA; the first 6 teams get partitions."""
     hcas = [f"mlx5_{h}" for h in range(HCAS)]
     groups = [
         {"name": "mig", "gpuModel": "H100-80GB", "hcas": hcas, "mig": {"layout": "1x4g.40gb-3x1g.10gb"}},
@@ -38,7 +44,7 @@ def synthetic_config(nodes: int, teams: int) -> dict[str, Any]:
             "groups": [f"oidc:team-{t:03d}"],
             "quota": {"gpus": 8, "timeSlicedGpus": 4, "mig": {"1g.10gb": 3}, "rdma": 8},
         }
-        if t < VFS:
+        if t < PARTITIONED:
             team["partition"] = {"pkey": t + 1, "vfIndex": t}
             team["verify"] = t == 0
         else:
@@ -51,7 +57,7 @@ def synthetic_config(nodes: int, teams: int) -> dict[str, Any]:
             "nodes": [
                 {"name": f"node-{i:04d}", "id": i + 1, "nodeGroup": groups[i % GROUPS]["name"]} for i in range(nodes)
             ],
-            "fabric": {"vfsPerHca": VFS},
+            "fabric": {"vfsPerHca": vfs, "firmwareMaxVfs": max(vfs, 16)},
             "multus": {"clusterNetwork": "k8s-pod-network"},
         },
         "gpuaas:teams": team_list,
@@ -59,14 +65,14 @@ def synthetic_config(nodes: int, teams: int) -> dict[str, Any]:
     }
 
 
-def one_case(nodes: int, teams: int) -> dict[str, Any]:
+def one_case(nodes: int, teams: int, vfs: int) -> dict[str, Any]:
     """Run in a child process: the plan of one synthetic fleet, measured."""
     sys.path.insert(0, str(ROOT))
     from components.loader import gpuaas_section, parse_config
     from components.offline import run_program
     from components.plan import plan_files
 
-    config = synthetic_config(nodes, teams)
+    config = synthetic_config(nodes, teams, vfs)
     start = time.perf_counter()
     parse_config(gpuaas_section(config))
     run = run_program("bench", config=config)
@@ -76,9 +82,10 @@ def one_case(nodes: int, teams: int) -> dict[str, Any]:
     return {
         "nodes": nodes,
         "hcas": HCAS,
-        "vfs": VFS,
+        "vfs": vfs,
         "teams": teams,
         "resources": sum(1 for r in run.records if r.custom),
+        "guid_config_maps": sum(1 for r in run.records if r.name.startswith("gpuaas-sriov-host-gpuaas-vf-guids-")),
         "components": sum(1 for r in run.records if not r.custom),
         "partitions": len(
             {ln.split("=", 1)[0] for ln in conf.splitlines() if ln and not ln.startswith(("#", "Default"))}
@@ -92,30 +99,41 @@ def one_case(nodes: int, teams: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", nargs=2, type=int, metavar=("NODES", "TEAMS"))
+    parser.add_argument("--case", nargs=3, type=int, metavar=("NODES", "TEAMS", "VFS"))
     parser.add_argument("--json", type=Path, default=ROOT / "bench-out" / "plan_scale.json")
+    parser.add_argument("--cores", type=int, default=CORES, help="pin each case to this many CPUs (default 2)")
     args = parser.parse_args()
     if args.case:
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cores])
         print(json.dumps(one_case(*args.case)))
         return 0
     rows = []
-    for nodes, teams in CASES:
+    for nodes, teams, vfs in CASES:
+        start = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, __file__, "--case", str(nodes), str(teams)], capture_output=True, text=True, cwd=ROOT
+            [sys.executable, __file__, "--case", str(nodes), str(teams), str(vfs), "--cores", str(args.cores)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
         )
+        process_s = round(time.perf_counter() - start, 2)
         if proc.returncode != 0:
             reason = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-            print(f"{nodes:>6} {teams:>6}  refused: {reason}")
+            print(f"{nodes:>6} {teams:>6} {vfs:>4}  refused: {reason}")
             continue
-        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        rows.append({**json.loads(proc.stdout.strip().splitlines()[-1]), "process_s": process_s})
     head = (
-        f"{'nodes':>6} {'teams':>6} {'resources':>10} {'partitions':>10} {'conf KiB':>9} {'wall s':>7} {'peak MB':>8}"
+        f"{'nodes':>6} {'teams':>6} {'vfs':>4} {'resources':>10} {'guid cms':>8} {'partitions':>10} {'conf KiB':>9} "
+        f"{'plan s':>7} {'process s':>9} {'peak MB':>8}"
     )
+    print(f"each case pinned to {args.cores} CPUs; plan s: config to plan files, process s: with start-up")
     print(head)
     for r in rows:  # refused cases were printed above
         print(
-            f"{r['nodes']:>6} {r['teams']:>6} {r['resources']:>10} {r['partitions']:>10} "
-            f"{r['partitions_conf_bytes'] / 1024:>9.1f} {r['wall_s']:>7} {r['peak_rss_mb']:>8}"
+            f"{r['nodes']:>6} {r['teams']:>6} {r['vfs']:>4} {r['resources']:>10} {r['guid_config_maps']:>8} "
+            f"{r['partitions']:>10} "
+            f"{r['partitions_conf_bytes'] / 1024:>9.1f} {r['wall_s']:>7} {r['process_s']:>9} {r['peak_rss_mb']:>8}"
         )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(rows, indent=2) + "\n")

@@ -59,10 +59,14 @@ def node_guids(onprem: OnPremPlatform, node: Node) -> dict[str, list[int]]:
     """GUIDs of every VF of ``node``: HCA name → GUID of VF 0, 1, … ``vfsPerHca - 1``."""
     group = onprem.groups_by_name[node.node_group]
     scheme = onprem.fabric.guid_scheme
-    return {
-        hca: [vf_guid(scheme, node.id, h, vf) for vf in range(onprem.fabric.vfs_per_hca)]
-        for h, hca in enumerate(group.hcas)
-    }
+    vfs = onprem.fabric.vfs_per_hca
+    # The VF index is the lowest field: VF n is VF 0 + n. Checking the first and the last VF
+    # checks every one between (fleet plans call this for every node).
+    out: dict[str, list[int]] = {}
+    for h, hca in enumerate(group.hcas):
+        first, last = vf_guid(scheme, node.id, h, 0), vf_guid(scheme, node.id, h, vfs - 1)
+        out[hca] = list(range(first, last + 1))
+    return out
 
 
 def partition_members(onprem: OnPremPlatform, vf_index: int) -> list[int]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import json
 import runpy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,9 @@ from typing import Any
 import pulumi
 import yaml
 from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import resource as pulumi_resource
 from pulumi.runtime import rpc
-from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.proto import resource_pb2, source_pb2
 from pulumi.runtime.settings import get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
@@ -181,9 +183,27 @@ def run_program(
         else:
             runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
 
-    _sync_await(run_pulumi_func(main))
+    with _no_stack_traces():
+        _sync_await(run_pulumi_func(main))
     outputs, secrets = _resolve_outputs()
     return Run(stack=stack, records=monitor.records, outputs=outputs, secret_outputs=secrets)
+
+
+@contextmanager
+def _no_stack_traces() -> Iterator[None]:
+    """Skip the SDK's per-resource Python stack capture while the program runs.
+
+    The SDK walks and formats the whole call stack for every registration to tell the engine
+    where a resource was declared (``RegisterResourceRequest.stackTrace``/``sourcePosition``).
+    The recording monitor keeps neither, and at fleet scale the capture is about a fifth of the
+    plan's time (benchmarks/plan_scale.py).
+    """
+    saved = pulumi_resource._get_stack_trace
+    pulumi_resource._get_stack_trace = source_pb2.StackTrace
+    try:
+        yield
+    finally:
+        pulumi_resource._get_stack_trace = saved
 
 
 def _resolve_outputs() -> tuple[dict[str, Any], set[str]]:

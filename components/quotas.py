@@ -32,7 +32,25 @@ def _index(cfg: StackConfig, team: Team) -> int:
     return next(i for i, t in enumerate(cfg.teams) if t.name == team.name)
 
 
-def extended_resources(cfg: StackConfig) -> set[str]:
+#: :func:`extended_resources` of the last config asked about. Every team's quota needs the same
+#: set; computing it once per config instead of once per team keeps 256 teams linear.
+_last_universe: tuple[StackConfig | None, frozenset[str]] = (None, frozenset())
+
+
+def extended_resources(cfg: StackConfig) -> frozenset[str]:
+    """Every extended resource a pod could request on this platform (see :func:`_extended_resources`).
+
+    Memoised on the identity of ``cfg``; configs are frozen.
+    """
+    global _last_universe
+    seen, universe = _last_universe
+    if seen is not cfg:
+        universe = frozenset(_extended_resources(cfg))
+        _last_universe = (cfg, universe)
+    return universe
+
+
+def _extended_resources(cfg: StackConfig) -> set[str]:
     """Every extended resource a pod could request on this platform.
 
     The fleet's capacity (GPUs, MIG profiles, time-sliced shares, the RDMA shared device, one

@@ -46,9 +46,9 @@ import pulumi
 from components import k8s as kube
 from components import resources
 from components.config import AksPartition, OnPremPartition, StackConfig, Team
-from components.guids import partition_members
 from components.k8s import Manifest
 from components.quotas import limit_range_limits, quota_hard
+from components.rules import vfs_per_partition
 from components.types import format_pkey, full_member_pkey
 
 #: Label on every team namespace; the admission policies' namespaceSelector matches on it.
@@ -307,7 +307,7 @@ def team_export(cfg: StackConfig, team: Team) -> dict[str, Any]:
                 "pkey": format_pkey(part.pkey),
                 "fullPkey": full_member_pkey(part.pkey),
                 "vfIndex": part.vf_index,
-                "guidCount": len(partition_members(onprem, part.vf_index)),
+                "guidCount": vfs_per_partition(cfg),
                 "sriovResource": resources.sriov_resource(part.pkey),
                 "nad": nad_name(team),
             }
