@@ -38,8 +38,9 @@ policy/venv/.installed: policy/requirements.txt
 	touch $@
 
 ## plan: offline plan of STACK (default onprem) into plan/STACK — no cloud, cluster or credentials.
+## PREVIOUS=path/outputs.yaml: an earlier plan's outputs stand for the stack's last run (day-2 guards).
 plan: $(VENV)/.installed
-	$(BIN)/python -m components.plan $(STACK)
+	$(BIN)/python -m components.plan $(STACK) $(if $(PREVIOUS),--previous $(PREVIOUS))
 
 ## plans: offline plans of every checked-in stack.
 plans: $(VENV)/.installed

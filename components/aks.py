@@ -20,6 +20,7 @@ import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
+from components import mig_guard
 from components.catalog import ND_SKUS
 from components.config import AksPlatform, GpuPool, StackConfig
 from components.onprem_nodes import pool_labels
@@ -186,7 +187,14 @@ class AksCluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
 
-    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        gate: pulumi.Output[bool] | None = None,
+    ) -> None:
         super().__init__("gpuaas:index:AksCluster", name, None, opts)
         aks = aks_platform(cfg)
         cs = azure_native.containerservice
@@ -223,6 +231,8 @@ class AksCluster(pulumi.ComponentResource):
             for pool in aks.gpu_pools:
                 args = agent_pool_args(cfg, pool)
                 gpu_profile = cs.GPUProfileArgs(**args.pop("gpu_profile"))
+                # A MIG layout change relabels the pool's nodes: it waits on the day-2 guard.
+                args["node_labels"] = mig_guard.gated(gate, args["node_labels"])
                 cs.AgentPool(
                     f"{name}-{pool.name}",
                     resource_group_name=rg_name,

@@ -83,7 +83,8 @@ class MigConfig(Model):
 
     layout: str | None = None
     profiles: dict[str, PositiveInt] | None = None
-    #: Acknowledges that changing this layout evicts every GPU pod on the group's nodes.
+    #: Acknowledges that changing this layout evicts every GPU pod on the group's nodes. Without
+    #: it a run whose layout differs from the last run's stops (components/mig_guard.py).
     reconfigure: bool = False
 
     @model_validator(mode="after")
@@ -390,6 +391,9 @@ class Team(Model):
     groups: list[str] = Field(default_factory=list)
     #: Pod Security ``privileged`` instead of ``baseline``: only for teams that truly need it.
     privileged: bool = False
+    #: Pulumi ``protect`` on the namespace: deleting it deletes every workload and volume claim
+    #: of the team. To retire a team, set ``false``, run ``pulumi up``, then remove the team.
+    protect: bool = True
     partition: Partition | None = None
     quota: Quota = Quota()
     #: Run the ib_write_bw and NCCL proofs for this team after every ``pulumi up``.

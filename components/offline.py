@@ -55,9 +55,19 @@ class Record:
 
 
 class _Mocks(pulumi.runtime.Mocks):
-    """Outputs mirror inputs, plus the few computed values programs read (names, ids)."""
+    """Outputs mirror inputs, plus the few computed values programs read (names, ids).
+
+    ``previous``: the outputs of the stack's last run, which the program reads back through a
+    StackReference to itself (:mod:`components.mig_guard`); empty means a first run.
+    """
+
+    def __init__(self, previous: Mapping[str, Any] | None = None) -> None:
+        self.previous = dict(previous or {})
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        if args.typ == "pulumi:pulumi:StackReference":
+            name = args.inputs["name"]
+            return name, {"name": name, "outputs": dict(self.previous), "secretOutputNames": []}
         state = dict(args.inputs)
         if args.typ.startswith("azure-native:"):
             for key in ("resourceName", "resourceGroupName", "agentPoolName", "featureName"):
@@ -79,8 +89,8 @@ class _Mocks(pulumi.runtime.Mocks):
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """MockMonitor that also keeps parent, dependencies and options of every registration."""
 
-    def __init__(self) -> None:
-        super().__init__(_Mocks())
+    def __init__(self, previous: Mapping[str, Any] | None = None) -> None:
+        super().__init__(_Mocks(previous))
         self.records: list[Record] = []
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
@@ -164,12 +174,14 @@ def run_program(
     config: Mapping[str, Any] | None = None,
     program: Callable[[], None] | None = None,
     preview: bool = False,
+    previous: Mapping[str, Any] | None = None,
 ) -> Run:
     """Run ``program`` (default: the project's ``__main__.py``) for ``stack`` under mocks.
 
-    ``config`` (fully qualified keys) replaces the stack file's config when given.
+    ``config`` (fully qualified keys) replaces the stack file's config when given; ``previous``
+    stands for the stack's last outputs (e.g. the base branch's plan ``outputs.yaml``).
     """
-    monitor = RecordingMonitor()
+    monitor = RecordingMonitor(previous)
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack: no outputs from an earlier run
     pulumi.runtime.set_mocks(monitor.mocks, project="gpuaas", stack=stack, preview=preview, monitor=monitor)
     pulumi.runtime.set_all_config(to_runtime_config(stack_config(stack) if config is None else config), [])

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import k8s as kube
-from components import resources
+from components import mig_guard, resources
 from components.config import GpuPool, GpuSharing, StackConfig
 from components.gpu_operator import device_plugin_config_name
 from components.rules import layout_name
@@ -80,6 +80,7 @@ class OnPremNodes(pulumi.ComponentResource):
     The logical name is ``<name>-<node name>``, so reordering ``platform.nodes`` moves nothing.
     ``depends_on`` lets the caller order the labels after the ConfigMaps they name: MIG Manager
     marks a node ``nvidia.com/mig.config.state=failed`` when the named config does not exist yet.
+    ``gate``: the day-2 MIG guard (:mod:`components.mig_guard`); the labels wait for it to pass.
     """
 
     patches: dict[str, k8s.core.v1.NodePatch]
@@ -91,6 +92,7 @@ class OnPremNodes(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         *,
         depends_on: Sequence[pulumi.Resource] = (),
+        gate: pulumi.Output[bool] | None = None,
     ) -> None:
         super().__init__("gpuaas:index:OnPremNodes", name, None, opts)
         self.patches = {}
@@ -98,7 +100,7 @@ class OnPremNodes(pulumi.ComponentResource):
             body = node_patch(node, labels)
             self.patches[node] = k8s.core.v1.NodePatch(
                 f"{name}-{node}",
-                metadata=body["metadata"],
+                metadata=mig_guard.gated(gate, body["metadata"]),
                 opts=kube.child(self, list(depends_on)),
             )
         self.register_outputs({"nodes": sorted(self.patches)})

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import yaml
 
 from components.errors import ConfigError
@@ -166,17 +167,20 @@ def resource_counts(run: Run) -> dict[str, Counter[str]]:
     return dict(counts)
 
 
-def write_plan(stack: str, out: Path, stack_file: Path | None = None) -> tuple[Run, str]:
+def write_plan(stack: str, out: Path, stack_file: Path | None = None, previous: Path | None = None) -> tuple[Run, str]:
     """Run ``stack`` offline and write its plan under ``out/<stack>``; returns the summary.
 
-    ``stack_file`` replaces ``Pulumi.<stack>.yaml`` (e.g. a candidate config in review).
+    ``stack_file`` replaces ``Pulumi.<stack>.yaml`` (e.g. a candidate config in review);
+    ``previous`` is the ``outputs.yaml`` of an earlier plan (e.g. the base branch's), standing in
+    for the stack's last outputs that the day-2 guards compare against.
     """
     from components.loader import gpuaas_section, parse_config
     from components.offline import stack_config
 
     config = stack_config(stack, stack_file)
     cfg = parse_config(gpuaas_section(config))  # bad config stops here, before the program registers anything
-    run = run_program(stack, config=config)
+    last = yaml.safe_load(previous.read_text()) if previous is not None else None
+    run = run_program(stack, config=config, previous=last if isinstance(last, dict) else None)
     files = plan_files(run)
     summary = render_summary(cfg, run, resource_counts(run), files)
     files["summary.txt"] = summary
@@ -196,11 +200,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "plan")
     parser.add_argument("--quiet", action="store_true", help="do not print the summary")
     parser.add_argument("--stack-file", type=Path, help="read the config from this file instead of Pulumi.<stack>.yaml")
+    parser.add_argument(
+        "--previous", type=Path, help="outputs.yaml of an earlier plan: the stack's last outputs (day-2 guards)"
+    )
     args = parser.parse_args(argv)
     try:
-        _, summary = write_plan(args.stack, args.out, args.stack_file)
+        _, summary = write_plan(args.stack, args.out, args.stack_file, args.previous)
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
+        return 2
+    except pulumi.RunError as err:  # a day-2 guard (components/mig_guard.py) stopped the run
+        print(str(err), file=sys.stderr)
         return 2
     except FileNotFoundError as err:
         print(f"gpuaas: no stack file {err.filename}", file=sys.stderr)

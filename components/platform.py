@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import rdma_shared_device_plugin
+from components import mig_guard, rdma_shared_device_plugin
 from components.admission import Admission
 from components.aks import AksCluster
 from components.config import StackConfig
@@ -39,7 +39,8 @@ class Platform(pulumi.ComponentResource):
         # 1. Cluster access. AKS: the cluster and its ND pools come first and hand us a provider
         #    built from their kubeconfig. On-prem: the cluster exists; we only pick the context.
         #    Server-side apply lets NodePatch own only the labels we set.
-        provider = self._cluster(name, cfg)
+        mig_gate = self._mig_gate(name, cfg)
+        provider = self._cluster(name, cfg, mig_gate)
         cluster_opts = pulumi.ResourceOptions(parent=self, providers={"kubernetes": provider})
         _ = cluster_opts  # used by the steps below as they land
 
@@ -64,8 +65,9 @@ class Platform(pulumi.ComponentResource):
         gpu_operator = GpuOperator(f"{name}-gpu-operator", cfg, cluster_opts, depends_on=[nic_cluster_policy.policy])
         # 7. Node labels selecting MIG and time-slicing configs (on-prem; AKS labels pools), after
         #    the ConfigMaps they name: MIG Manager fails a node whose label names no config.
+        #    A MIG layout change waits on the day-2 guard (components/mig_guard.py).
         if cfg.onprem is not None:
-            OnPremNodes(f"{name}-nodes", cfg, cluster_opts, depends_on=gpu_operator.configs)
+            OnPremNodes(f"{name}-nodes", cfg, cluster_opts, depends_on=gpu_operator.configs, gate=mig_gate)
         # 8. SR-IOV host side and OpenSM partitions (on-prem), after the policy's NIC driver: VFs get
         #    their GUIDs, and the SM the member lists, before team NADs hand those VFs to pods.
         team_after: list[pulumi.Resource] = [nic_cluster_policy.policy]
@@ -92,9 +94,20 @@ class Platform(pulumi.ComponentResource):
         if verification.jobs:
             self.exports["verificationJobs"] = verification.jobs
 
+        self.exports[mig_guard.OUTPUT] = mig_guard.mig_layouts(cfg)
         self.register_outputs(self.exports)
 
-    def _cluster(self, name: str, cfg: StackConfig) -> k8s.Provider:
+    def _mig_gate(self, name: str, cfg: StackConfig) -> pulumi.Output[bool]:
+        """The day-2 MIG guard over this stack's own last outputs (a StackReference to itself).
+
+        Resolves to ``True``, or fails the run with the config-error text when a node group's
+        MIG layout changes without ``mig.reconfigure: true``; node labels wait on it.
+        """
+        me = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+        last_run = pulumi.StackReference(f"{name}-last-run", stack_name=me, opts=pulumi.ResourceOptions(parent=self))
+        return last_run.get_output(mig_guard.OUTPUT).apply(lambda previous: mig_guard.enforce(cfg, previous))
+
+    def _cluster(self, name: str, cfg: StackConfig, mig_gate: pulumi.Output[bool]) -> k8s.Provider:
         onprem = cfg.onprem
         if onprem is not None:
             return k8s.Provider(
@@ -103,7 +116,7 @@ class Platform(pulumi.ComponentResource):
                 enable_server_side_apply=True,
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        cluster = AksCluster(f"{name}-aks", cfg, opts=pulumi.ResourceOptions(parent=self))
+        cluster = AksCluster(f"{name}-aks", cfg, opts=pulumi.ResourceOptions(parent=self), gate=mig_gate)
         self.exports["clusterName"] = cluster.cluster_name
         self.exports["kubeconfig"] = cluster.kubeconfig  # secret: the credential call's kubeconfig
         return cluster.provider

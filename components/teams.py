@@ -340,7 +340,9 @@ class Teams(pulumi.ComponentResource):
         self.exports = {}
         for team in cfg.teams:
             objects = team_objects(cfg, team)
-            ns = kube.apply(f"{name}-{team.name}-namespace", objects.pop("namespace"), kube.child(self))
+            # Protected: a config edit that drops the team must not delete its workloads in passing.
+            ns_opts = pulumi.ResourceOptions.merge(kube.child(self), pulumi.ResourceOptions(protect=team.protect))
+            ns = kube.apply(f"{name}-{team.name}-namespace", objects.pop("namespace"), ns_opts)
             self.namespaces[team.name] = ns
             for role_name, manifest in objects.items():
                 kube.apply(f"{name}-{team.name}-{role_name}", manifest, kube.child(self, [ns, *depends_on]))

@@ -17,8 +17,9 @@ from jsonschema import Draft4Validator
 from components import admission, opensm, quotas, resources, sriov_host, teams
 from components.config import StackConfig
 from components.loader import parse_config
+from components.offline import run_program
 from components.rules import capacity
-from tests.conftest import raw_stack
+from tests.conftest import qualified, raw_stack
 from tests.schema_helpers import crd_schema, strict, validate_against_crd
 
 K8S_VERSION = "1.33.0"
@@ -325,3 +326,16 @@ def test_pool_policy_only_on_aks(cfg_of: Any) -> None:
     assert objs["pool-binding"]["spec"]["paramRef"] == {"name": teams.SCHEDULING, "parameterNotFoundAction": "Deny"}
     expr = objs["pool-policy"]["spec"]["validations"][0]["expression"]
     assert "nodeSelector" in expr and "nodeAffinity" in expr and "params.data.nodeSelectorValue" in expr
+
+
+def test_team_namespaces_are_protected_until_the_team_is_retired() -> None:
+    """Dropping a team from config must not delete its workloads in passing (issue 7, day-2)."""
+    raw = raw_stack("onprem")
+    raw["teams"][1]["protect"] = False
+    run = run_program("onprem", config=qualified(raw))
+    protected = {r.name for r in run.records if r.protect}
+    namespaces = {r.name for r in run.of_type("kubernetes:core/v1:Namespace") if r.name.startswith("gpuaas-teams-")}
+    assert protected == namespaces - {"gpuaas-teams-language-namespace"}
+    assert len(namespaces) == len(raw["teams"])
+    quota = run.named("gpuaas-teams-vision-quota")
+    assert not quota.protect, "only the namespace: everything inside is recreated from config"

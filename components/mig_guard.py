@@ -1,0 +1,125 @@
+"""Day-2 guard: a MIG layout change needs an explicit acknowledgement in config.
+
+Changing ``nvidia.com/mig.config`` on a node makes MIG Manager stop every GPU client there,
+reset the GPUs and re-partition them (GPU Operator docs, "GPU Operator with MIG"): the node's
+GPU pods are evicted mid-run. So a layout edit in stack config must say it means it:
+
+* the stack exports ``migLayouts`` (node group or GPU pool → mig-parted config name);
+* the next run reads its own last outputs (a ``StackReference`` to itself, see
+  :mod:`components.platform`) and compares. A group whose layout differs, without
+  ``mig.reconfigure: true``, fails the run before any resource changes — the message names the
+  config key, both layouts, the nodes and how to cordon and drain them;
+* a group that still says ``reconfigure: true`` although its layout did not change gets a warning,
+  because the flag would let the next, unreviewed, change through.
+
+New groups and the first run of a stack have nothing to compare with and pass. :func:`check` is
+pure; :func:`enforce` and :func:`gated` are the shell that puts it in front of the node labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+import pulumi
+
+from components.config import GpuSharing, StackConfig
+from components.errors import ConfigError, Issue
+from components.resources import NODE_GROUP_LABEL
+from components.rules import layout_name, sharing_groups
+
+T = TypeVar("T")
+
+#: Node label AKS puts on every node of an agent pool.
+AKS_POOL_LABEL = "kubernetes.azure.com/agentpool"
+
+#: The stack output holding each group's applied layout: what the next run compares against.
+OUTPUT: str = "migLayouts"
+
+
+def mig_layouts(cfg: StackConfig) -> dict[str, str]:
+    """Node group (on-prem) or GPU pool (AKS) → the mig-parted config its nodes are labelled with."""
+    return {name: layout_name(sharing) for _where, name, sharing, _model in sharing_groups(cfg)}
+
+
+def _nodes(cfg: StackConfig, group: str) -> list[str]:
+    onprem = cfg.onprem
+    if onprem is None:
+        return []
+    return sorted(n.name for n in onprem.nodes if n.node_group == group)
+
+
+def _how_to_drain(cfg: StackConfig, group: str) -> str:
+    nodes = _nodes(cfg, group)
+    if nodes:
+        shown = " ".join(nodes[:5]) + (f" … ({len(nodes)} nodes)" if len(nodes) > 5 else "")
+        selector = f"-l {NODE_GROUP_LABEL}={group}"
+        return (
+            f"Its nodes ({shown}) lose every GPU pod. First `kubectl cordon {selector}` and "
+            f"`kubectl drain {selector} --ignore-daemonsets --delete-emptydir-data`"
+        )
+    selector = f"-l {AKS_POOL_LABEL}={group}"
+    return (
+        f"Every node of pool {group} loses its GPU pods. First `kubectl cordon {selector}` and "
+        f"`kubectl drain {selector} --ignore-daemonsets --delete-emptydir-data`"
+    )
+
+
+def check(cfg: StackConfig, previous: Mapping[str, str] | None) -> tuple[list[Issue], list[str]]:
+    """(issues that stop the run, warnings) for ``cfg`` against the layouts of the last run.
+
+    ``previous``: the last run's :data:`OUTPUT`; ``None`` or empty on a stack's first run.
+    """
+    issues: list[Issue] = []
+    warnings: list[str] = []
+    before = previous or {}
+    for where, name, sharing, _model in sharing_groups(cfg):
+        key = f"gpuaas:{where}.mig"
+        now = layout_name(sharing)
+        was = before.get(name)
+        if was is not None and was != now:
+            if not _acknowledged(sharing):
+                issues.append(
+                    Issue(
+                        key,
+                        f"changes {name} from MIG layout {was!r} to {now!r}, which re-partitions its GPUs. "
+                        f"{_how_to_drain(cfg, name)}, then set {key}.reconfigure: true for this run "
+                        "(and back to false after)",
+                    )
+                )
+        elif _acknowledged(sharing) and was is not None:
+            warnings.append(
+                f"{key}.reconfigure is true but {name} keeps layout {now!r}; set it back to false so the next "
+                "layout change is reviewed"
+            )
+    return issues, warnings
+
+
+def _acknowledged(sharing: GpuSharing) -> bool:
+    return sharing.mig.reconfigure
+
+
+def enforce(cfg: StackConfig, previous: object) -> bool:
+    """The shell around :func:`check`, run inside an ``apply`` on the last run's outputs.
+
+    Raises ``pulumi.RunError`` with the config-error text (no traceback, like a bad config) so
+    the resources whose inputs wait on it are never sent; logs the warnings. ``True`` otherwise.
+    """
+    if previous is not None and not (
+        isinstance(previous, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in previous.items())
+    ):
+        pulumi.log.warn(f"the last run's {OUTPUT} output is not a map of layouts; the MIG guard compares nothing")
+        previous = None
+    issues, warnings = check(cfg, previous)
+    for w in warnings:
+        pulumi.log.warn(w)
+    if issues:
+        raise pulumi.RunError(ConfigError(issues).render())
+    return True
+
+
+def gated(gate: pulumi.Output[bool] | None, value: T) -> pulumi.Input[T]:
+    """``value`` once ``gate`` has passed: when the guard fails, ``value`` is never sent."""
+    if gate is None:
+        return value
+    return gate.apply(lambda _: value)
