@@ -21,7 +21,7 @@ from typing import Any
 import pulumi
 
 from components import k8s as kube
-from components.config import StackConfig
+from components.config import OnPremPartition, StackConfig
 from components.k8s import Manifest
 from components.network_operator import NetworkArgs, tolerations
 from components.resources import PART_OF, rdma_shared_resource
@@ -32,6 +32,10 @@ CONFIG_DIR = "/k8s-rdma-shared-dev-plugin"
 DAEMONSET = "rdma-shared-dp-ds"
 #: Mellanox (NVIDIA networking) PCI vendor id.
 MELLANOX_VENDOR = "15b3"
+#: PCI device ids of ConnectX physical functions: ConnectX-6 101b, ConnectX-7 1021, ConnectX-8
+#: 1023 (their VFs are 101c / 101e / 101e; sriov-network-operator's supported NIC ids, see
+#: ../shared/reference/domain.md §3). On-prem with SR-IOV partitions the plugin takes PFs only.
+CONNECTX_PF_DEVICE_IDS = ("101b", "1021", "1023")
 
 
 def nic_cluster_policy_section(cfg: StackConfig) -> bool:
@@ -49,6 +53,11 @@ def resource(cfg: StackConfig) -> str:
     return rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name)
 
 
+def sriov_partitions_present(cfg: StackConfig) -> bool:
+    """Whether on-prem team partitions put VFs on the nodes."""
+    return cfg.onprem is not None and any(isinstance(t.partition, OnPremPartition) for t in cfg.teams)
+
+
 def plugin_config(cfg: StackConfig) -> dict[str, Any]:
     """The plugin's ``config.json`` (identical in both forms).
 
@@ -56,18 +65,26 @@ def plugin_config(cfg: StackConfig) -> dict[str, Any]:
     ``linkTypes: [infiniband]`` as in Microsoft's AKS guide (configs/nicclusterpolicy/
     rdma-shared-device-plugin/rdma.yaml): on Azure the accelerated-networking Ethernet VF is a
     Mellanox ``mlx5_core`` device too, and vendor/driver alone would pool it with the IB HCAs.
+
+    On-prem with SR-IOV partitions, ``deviceIDs`` limits the pool to physical functions: the
+    team VFs are ``mlx5_core`` InfiniBand devices as well, and a VF in the shared pool would hand
+    its partition's GUID to any pod that asks for the shared resource — past the team's quota
+    and its NAD. (On AKS the HCAs the VM sees are themselves VFs, so no such filter there.)
     """
+    selectors: dict[str, list[str]] = {
+        "vendors": [MELLANOX_VENDOR],
+        "drivers": ["mlx5_core"],
+        "linkTypes": ["infiniband"],
+    }
+    if sriov_partitions_present(cfg):
+        selectors["deviceIDs"] = list(CONNECTX_PF_DEVICE_IDS)
     return {
         "configList": [
             {
                 "resourcePrefix": cfg.network.rdma_resource_prefix,
                 "resourceName": cfg.network.rdma_resource_name,
                 "rdmaHcaMax": cfg.network.rdma_hca_max,
-                "selectors": {
-                    "vendors": [MELLANOX_VENDOR],
-                    "drivers": ["mlx5_core"],
-                    "linkTypes": ["infiniband"],
-                },
+                "selectors": selectors,
             }
         ]
     }

@@ -34,6 +34,14 @@ from tests.network_cases import (
 )
 from tests.schema_helpers import crd_errors, validate_against_crd
 
+#: On-prem stacks with SR-IOV partitions: the shared plugin pools ConnectX PFs only, never team VFs.
+ONPREM_PF_SELECTORS = {
+    "vendors": ["15b3"],
+    "drivers": ["mlx5_core"],
+    "linkTypes": ["infiniband"],
+    "deviceIDs": ["101b", "1021", "1023"],
+}
+
 # --------------------------------------------------------------------------------------------
 # Snapshots. ``config`` strings are compared decoded, and must be the canonical JSON of that
 # value, so a change of content or of formatting fails.
@@ -121,7 +129,7 @@ DEFAULTS_POLICY = {
                         "resourcePrefix": "rdma",
                         "resourceName": "hca_shared_devices_a",
                         "rdmaHcaMax": 1000,
-                        "selectors": {"vendors": ["15b3"], "drivers": ["mlx5_core"], "linkTypes": ["infiniband"]},
+                        "selectors": ONPREM_PF_SELECTORS,
                     }
                 ]
             },
@@ -190,7 +198,7 @@ CUSTOM_SPEC = {
                     "resourcePrefix": "rdma",
                     "resourceName": "shared_ib",
                     "rdmaHcaMax": 63,
-                    "selectors": {"vendors": ["15b3"], "drivers": ["mlx5_core"], "linkTypes": ["infiniband"]},
+                    "selectors": ONPREM_PF_SELECTORS,
                 }
             ]
         },

@@ -12,6 +12,7 @@ import pytest
 from jsonschema import Draft4Validator
 
 from components.config import StackConfig
+from components.loader import parse_config
 from components.network_operator import NetworkArgs
 from components.nic_cluster_policy import nic_cluster_policy
 from components.offline import Run, run_program
@@ -26,6 +27,14 @@ from components.rdma_shared_device_plugin import (
 from tests.conftest import qualified, raw_stack
 from tests.network_cases import K8S_VERSION, WEBHOOK_SCHEMAS, aks, custom, defaults
 
+#: On-prem stacks with SR-IOV partitions: the shared plugin pools ConnectX PFs only, never team VFs.
+ONPREM_PF_SELECTORS = {
+    "vendors": ["15b3"],
+    "drivers": ["mlx5_core"],
+    "linkTypes": ["infiniband"],
+    "deviceIDs": ["101b", "1021", "1023"],
+}
+
 # --------------------------------------------------------------------------------------------
 # Snapshots
 
@@ -35,7 +44,7 @@ DEFAULTS_CONFIG = {
             "resourcePrefix": "rdma",
             "resourceName": "hca_shared_devices_a",
             "rdmaHcaMax": 1000,
-            "selectors": {"vendors": ["15b3"], "drivers": ["mlx5_core"], "linkTypes": ["infiniband"]},
+            "selectors": ONPREM_PF_SELECTORS,
         }
     ]
 }
@@ -45,7 +54,7 @@ CUSTOM_CONFIG = {
             "resourcePrefix": "rdma",
             "resourceName": "shared_ib",
             "rdmaHcaMax": 63,
-            "selectors": {"vendors": ["15b3"], "drivers": ["mlx5_core"], "linkTypes": ["infiniband"]},
+            "selectors": ONPREM_PF_SELECTORS,
         }
     ]
 }
@@ -260,3 +269,16 @@ def test_component_refuses_the_non_standalone_modes() -> None:
 
     run_program("onprem", program=program)
     assert errors and "standalone" in str(errors[0])
+
+
+def test_team_vfs_never_join_the_shared_pool() -> None:
+    """A VF in the shared pool would give any pod its partition's GUID, past quota and NAD."""
+    with_partitions = plugin_config(defaults())["configList"][0]["selectors"]
+    assert set(with_partitions["deviceIDs"]).isdisjoint({"101c", "101e"}), "ConnectX VF device ids"
+    raw = raw_stack("onprem")
+    raw["teams"] = [{"name": "interns"}]
+    del raw["platform"]["multus"]
+    raw["network"]["rdmaSharedDevicePlugin"] = "nic-cluster-policy"
+    assert "deviceIDs" not in plugin_config(parse_config(raw))["configList"][0]["selectors"]
+    # AKS: the VM's HCAs are VFs themselves; filtering them out would leave nothing to share.
+    assert "deviceIDs" not in plugin_config(aks())["configList"][0]["selectors"]
