@@ -95,6 +95,8 @@ class Platform(pulumi.ComponentResource):
             self.exports["verificationJobs"] = verification.jobs
 
         self.exports[mig_guard.OUTPUT] = mig_guard.mig_layouts(cfg)
+        if cfg.onprem is not None:
+            self.exports[mig_guard.NODE_OUTPUT] = mig_guard.node_layouts(cfg)
         self.register_outputs(self.exports)
 
     def _mig_gate(self, name: str, cfg: StackConfig) -> pulumi.Output[bool]:
@@ -105,7 +107,8 @@ class Platform(pulumi.ComponentResource):
         """
         me = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
         last_run = pulumi.StackReference(f"{name}-last-run", stack_name=me, opts=pulumi.ResourceOptions(parent=self))
-        return last_run.get_output(mig_guard.OUTPUT).apply(lambda previous: mig_guard.enforce(cfg, previous))
+        last = pulumi.Output.all(last_run.get_output(mig_guard.OUTPUT), last_run.get_output(mig_guard.NODE_OUTPUT))
+        return last.apply(lambda outputs: mig_guard.enforce(cfg, outputs[0], outputs[1]))
 
     def _cluster(self, name: str, cfg: StackConfig, mig_gate: pulumi.Output[bool]) -> k8s.Provider:
         onprem = cfg.onprem

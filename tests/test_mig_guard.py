@@ -82,6 +82,42 @@ def test_acknowledged_change_passes_and_a_stale_flag_warns() -> None:
     assert warning.startswith("gpuaas:platform.nodeGroups[0].mig.reconfigure is true but h100-mig keeps")
 
 
+def _nodes_applied(**overrides: str) -> dict[str, str]:
+    return {**mig_guard.node_layouts(parse_config(raw_stack("onprem"))), **overrides}
+
+
+def test_moving_a_node_into_a_mig_group_is_a_change_of_that_node() -> None:
+    raw = raw_stack("onprem")
+    raw["platform"]["nodes"][0]["nodeGroup"] = "h100-mig"  # gpu-node-01, from h100-full (no MIG)
+    raw["quotaPolicy"] = {"allowOversubscription": True}
+    cfg = parse_config(raw)
+    issues, _ = mig_guard.check(cfg, _applied(), _nodes_applied())
+    (issue,) = issues
+    assert issue.path == "gpuaas:platform.nodes[0].nodeGroup"
+    assert "moves gpu-node-01 into h100-mig" in issue.message
+    assert "'all-disabled' to '1x4g.40gb-3x1g.10gb'" in issue.message
+    assert "kubectl drain gpu-node-01 " in issue.message
+    assert "gpuaas:platform.nodeGroups[0].mig.reconfigure: true" in issue.message
+    # Acknowledged on the group it moves into: passes, and that flag is not called stale.
+    raw["platform"]["nodeGroups"][MIG_GROUP]["mig"]["reconfigure"] = True
+    assert mig_guard.check(parse_config(raw), _applied(), _nodes_applied()) == ([], [])
+
+
+def test_moving_a_node_between_groups_of_one_layout_is_no_change() -> None:
+    raw = raw_stack("onprem")
+    raw["platform"]["nodes"][0]["nodeGroup"] = "h100-shared"  # all-disabled either way
+    raw["quotaPolicy"] = {"allowOversubscription": True}
+    assert mig_guard.check(parse_config(raw), _applied(), _nodes_applied()) == ([], [])
+
+
+def test_a_group_change_is_reported_once_not_per_node() -> None:
+    raw = raw_stack("onprem")
+    raw["platform"]["nodes"].append({"name": "gpu-node-07", "id": 7, "nodeGroup": "h100-mig"})
+    previous_nodes = {**_nodes_applied(), "gpu-node-05": "all-1g.10gb", "gpu-node-07": "all-1g.10gb"}
+    issues, _ = mig_guard.check(parse_config(raw), _applied(**{"h100-mig": "all-1g.10gb"}), previous_nodes)
+    assert [i.path for i in issues] == ["gpuaas:platform.nodeGroups[0].mig"]
+
+
 def test_large_groups_are_summarised() -> None:
     raw = raw_stack("onprem")
     raw["platform"]["nodes"] += [{"name": f"mig-{i:02d}", "id": 100 + i, "nodeGroup": "h100-mig"} for i in range(9)]
@@ -142,8 +178,18 @@ def test_the_gate_changes_nothing_it_lets_through() -> None:
 
 def test_malformed_previous_output_warns_and_compares_nothing() -> None:
     cfg = parse_config(raw_stack("onprem"))
-    assert mig_guard.enforce(cfg, ["not", "a", "map"]) is True
+    assert mig_guard.enforce(cfg, ["not", "a", "map"], {"gpu-node-05": 3}) is True
     assert mig_guard.enforce(cfg, None) is True
+
+
+def test_program_stops_when_a_node_moves_into_a_mig_group() -> None:
+    raw = raw_stack("onprem")
+    raw["platform"]["nodes"][0]["nodeGroup"] = "h100-mig"
+    raw["quotaPolicy"] = {"allowOversubscription": True}
+    last = run_program("onprem").outputs
+    assert last[mig_guard.NODE_OUTPUT]["gpu-node-01"] == "all-disabled"
+    with pytest.raises(pulumi.RunError, match=r"platform\.nodes\[0\]\.nodeGroup: moves gpu-node-01"):
+        run_program("onprem", config=qualified(raw), previous=last)
 
 
 def test_offline_plan_refuses_with_the_base_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
