@@ -1,0 +1,723 @@
+"""The admission policies' real CEL text, evaluated with cel-python.
+
+``admission.networks_violations`` is a hand-written Python mirror of the network policy's CEL, and
+the other tests check the mirror. A mirror can drift from the text it mirrors, so here the
+expressions are taken from the rendered manifests (what is deployed), compiled with cel-python and
+evaluated the way the API server does: ``object``, ``request``, ``params``, and ``variables``
+evaluated in order. Every case of the mirror's tests and a few hundred generated annotations must
+give the same failing checks from real CEL as from the mirror; the AKS pool policy, which has no
+mirror, is tested here directly.
+
+Kubernetes evaluates CEL with cel-go, whose ``matches`` is Go's RE2 ``regexp``, plus library
+functions that standard CEL lacks. The ones the policies use are implemented below, each after
+its source. cel-python's own ``matches`` is Python ``re.search`` in Unicode mode, which is not RE2
+for these patterns (``\\s`` also matches ``\\v``, ``\\x1c``-``\\x1f``, NBSP and the other Unicode
+spaces; ``(?i)i`` also matches ``ı`` and ``İ``; ``$`` also matches before a final newline), so
+``matches`` is replaced too; :func:`test_celpy_stock_matches_is_not_re2` pins the difference.
+cel-python 0.2.0 also crashes on a comprehension over an error value (``false && x.exists(...)``
+with ``x`` missing), which cel-go evaluates to false; :class:`_Evaluator` fixes that.
+
+On the admitted alphabet (printable ASCII, JSON whitespace) the mirror agrees with real CEL exactly.
+Outside it, where ``alphabet`` refuses the pod either way, some other checks differ: the mirror uses
+Python ``re``/``str.strip``, not RE2/Go; :data:`KNOWN_DIVERGENCES` lists them with both answers.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from functools import cache
+from typing import Any, Final
+
+# A declared dev dependency (requirements-dev.txt): an ImportError here must fail the run, not skip.
+import celpy
+import lark
+import pytest
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError, Evaluator
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tests.test_teams as mirror_tests
+from components import admission, teams
+from components.loader import parse_config
+from tests.conftest import raw_stack
+
+NS: Final = "vision"
+NET: Final = admission.NETWORKS_ANNOTATION
+DEFAULT_NET: Final = admission.DEFAULT_NETWORK_ANNOTATION
+CHECK_NAMES: Final = tuple(name for name, _expr, _msg in admission.NETWORK_CHECKS)
+
+# --------------------------------------------------------------------------------------------
+# RE2 (Go regexp) semantics on Python's re, for the constructs the policies' patterns use.
+# Anything else raises, so a new construct in admission.py fails here instead of being
+# approximated. Behaviour below was checked against go1.19 regexp, strings and unicode.
+
+#: RE2 ``\s`` is ``[\t\n\f\r ]`` (github.com/google/re2/wiki/Syntax: "whitespace (== [\t\n\f\r ])");
+#: no ``\v`` and nothing outside ASCII, unlike Python's ``\s`` in either mode.
+_RE2_SPACE: Final = r"\t\n\f\r "
+#: Go's ``(?i)`` matches the Unicode simple case-folding orbit (unicode.SimpleFold); for ASCII
+#: letters only k and s have members outside ASCII: K (U+212A KELVIN SIGN) and ſ (U+017F LONG S).
+#: Dotless ı and dotted İ are not in i's orbit (Python's IGNORECASE folds both to i).
+_GO_FOLD: Final = {"k": "kK\u212a", "s": "sS\u017f"}
+_ESCAPES_KEPT: Final = frozenset("tnrfv")
+
+
+def _fold(letter: str) -> str:
+    return "[" + _GO_FOLD.get(letter.lower(), letter.lower() + letter.upper()) + "]"
+
+
+@cache
+def re2(pattern: str) -> re.Pattern[str]:
+    """``pattern`` (RE2 syntax) as a Python pattern with Go ``regexp`` semantics."""
+    fold = pattern.startswith("(?i)")
+    src = pattern.removeprefix("(?i)")
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(src):
+        c = src[i]
+        if c == "\\":
+            esc = src[i + 1]
+            i += 2
+            if esc == "s":
+                out.append(_RE2_SPACE if in_class else f"[{_RE2_SPACE}]")
+            elif esc == "x" and re.fullmatch(r"[0-9A-Fa-f]{2}", src[i : i + 2]):
+                out.append("\\x" + src[i : i + 2])
+                i += 2
+            elif esc in _ESCAPES_KEPT or (esc.isascii() and not esc.isalnum()):
+                out.append("\\" + esc)  # same meaning in both; RE2 allows escaping any punctuation
+            else:
+                raise NotImplementedError(f"RE2 escape \\{esc} in {pattern!r}: teach re2() its Go semantics")
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            elif c == "[" or (fold and c.isalpha()):
+                raise NotImplementedError(f"class construct {c!r} in {pattern!r}")
+            out.append(c)
+        elif c == "[":
+            in_class = True
+            out.append(c)
+            if src[i + 1 : i + 2] == "^":
+                out.append("^")
+                i += 1
+            if src[i + 1 : i + 2] == "]":  # a leading ] is literal in both
+                out.append("\\]")
+                i += 1
+        elif c == "$":
+            out.append(r"\Z")  # RE2 $ without (?m) is end of text only; Python's also matches before a final \n
+        elif c == "(" and src[i + 1 : i + 2] == "?":
+            raise NotImplementedError(f"group flags in {pattern!r}")
+        elif fold and c.isascii() and c.isalpha():
+            out.append(_fold(c))
+        else:
+            out.append(c)
+        i += 1
+    return re.compile("".join(out))
+
+
+def go_find_all(pattern: str, s: str, n: int = -1) -> list[str]:
+    """Go ``(*regexp.Regexp).FindAllString(s, n)``: successive non-overlapping matches.
+
+    Transcribed from Go's ``allMatches``: after an empty match the search moves on one rune, and
+    an empty match abutting the previous match is dropped (Python's findall keeps it: for ``a*``
+    on ``baaab`` Go gives ``['', 'aaa', '']``, Python ``['', 'aaa', '', '']``).
+    """
+    rx = re2(pattern)
+    if n < 0:
+        n = len(s) + 1
+    out: list[str] = []
+    pos, prev_end = 0, -1
+    while len(out) < n and pos <= len(s):
+        m = rx.search(s, pos)
+        if m is None:
+            break
+        accept = True
+        if m.end() == pos:
+            if m.start() == prev_end:
+                accept = False
+            pos += 1
+        else:
+            pos = m.end()
+        prev_end = m.end()
+        if accept:
+            out.append(m.group())
+    return out
+
+
+#: unicode.IsSpace (Go), i.e. Unicode White_Space: what strings.TrimSpace removes. Python's
+#: str.strip() also removes U+001C..U+001F, which are not White_Space.
+GO_SPACE: Final = frozenset(
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def _strings(values: Iterable[str]) -> celtypes.ListType:
+    return celtypes.ListType([celtypes.StringType(v) for v in values])
+
+
+def cel_matches(s: str, pattern: str) -> celtypes.BoolType:
+    """CEL ``string.matches(string)`` in cel-go: ``regexp.MatchString`` — RE2, unanchored."""
+    return celtypes.BoolType(re2(pattern).search(s) is not None)
+
+
+def cel_find_all(s: str, pattern: str, limit: int = -1) -> celtypes.ListType:
+    """``<string>.findAll(<string>[, <int>])`` from k8s.io/apiserver/pkg/cel/library/regex.go.
+
+    The implementation is ``regexp.Compile(regex).FindAllString(str, int(n))`` with n = -1 when no
+    limit is given: all non-overlapping RE2 matches, as a list of strings. (Its doc comment's example
+    ``"123 abc 456".findAll('[0-9]*') == ['123', '456']`` leaves out the empty matches that
+    FindAllString returns; the code is what runs.)
+    """
+    return _strings(go_find_all(pattern, s, int(limit)))
+
+
+def cel_split(s: str, sep: str, limit: int = -1) -> celtypes.ListType:
+    """``<string>.split(<string>[, <int>])`` from cel-go ext/strings.go: ``strings.Split`` / ``SplitN``.
+
+    An empty separator splits into characters (runes); limit 0 gives an empty list; a positive
+    limit n gives at most n parts, the last one the unsplit rest.
+    """
+    n = int(limit)
+    if n == 0:
+        return _strings([])
+    if sep == "":
+        parts = list(s) if n < 0 or n >= len(s) else [*s[: n - 1], s[n - 1 :]]
+    else:
+        parts = s.split(sep) if n < 0 else s.split(sep, n - 1)
+    return _strings(parts)
+
+
+def cel_trim(s: str) -> celtypes.StringType:
+    """``<string>.trim()`` from cel-go ext/strings.go: ``strings.TrimSpace``.
+
+    "Removes the leading and trailing whitespace ... uses the Unicode definition of whitespace
+    which does not include the zero-width spaces" — Unicode White_Space, i.e. Go's unicode.IsSpace.
+    """
+    start, end = 0, len(s)
+    while start < end and s[start] in GO_SPACE:
+        start += 1
+    while end > start and s[end - 1] in GO_SPACE:
+        end -= 1
+    return celtypes.StringType(s[start:end])
+
+
+#: cel-python calls ``receiver.fn(a, b)`` as ``functions["fn"](receiver, a, b)`` (celpy
+#: evaluation.Evaluator.method_eval), and the mapping given to Environment.program() is chained
+#: in front of celpy's base_functions, so ``matches`` here replaces celpy's own.
+K8S_FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = {
+    "matches": cel_matches,
+    "findAll": cel_find_all,
+    "split": cel_split,
+    "trim": cel_trim,
+}
+
+# --------------------------------------------------------------------------------------------
+# A ValidatingAdmissionPolicy, compiled and evaluated as the API server does.
+
+_MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+
+class _Evaluator(Evaluator):
+    """celpy's Evaluator with one fix, so ``false && x.exists(...)`` is false as in cel-go.
+
+    cel-python 0.2.0 evaluates both operands of ``&&``/``||`` and then combines them, absorbing an
+    error operand (CEL's commutative short-circuit), but its comprehension macros iterate their
+    receiver without checking it for an error: with ``c.resources`` lacking ``limits``,
+    ``has(c.resources.limits) && c.resources.limits.exists(...)`` raises a Python TypeError instead
+    of evaluating to false. Here a macro on an error receiver yields that error as a value.
+    """
+
+    def sub_evaluator(self, ast: lark.Tree) -> Evaluator:
+        return _Evaluator(ast, activation=self.activation, functions=self.functions)
+
+    def member_dot_arg(self, tree: lark.Tree) -> Any:
+        member, method = tree.children[:2]
+        if isinstance(method, lark.Token) and method.value in _MACROS and isinstance(member, lark.Tree):
+            receiver = self.visit(member)
+            if isinstance(receiver, CELEvalError):
+                return receiver
+        return super().member_dot_arg(tree)
+
+
+class _Runner(celpy.InterpretedRunner):
+    def evaluate(self, context: Any) -> Any:
+        return _Evaluator(ast=self.ast, activation=self.new_activation(context), functions=self.functions).evaluate()
+
+
+_ENV: Final = celpy.Environment(runner_class=_Runner)
+
+
+@cache
+def _ast(text: str) -> Any:
+    return _ENV.compile(text)
+
+
+class Policy:
+    """A rendered ValidatingAdmissionPolicy, its expressions compiled with cel-python."""
+
+    def __init__(
+        self, manifest: Mapping[str, Any], functions: Mapping[str, Callable[..., Any]] = K8S_FUNCTIONS
+    ) -> None:
+        spec = manifest["spec"]
+        fns = dict(functions)
+        self.variables = [(v["name"], _ENV.program(_ast(v["expression"]), fns)) for v in spec.get("variables", [])]
+        self.validations = [_ENV.program(_ast(v["expression"]), fns) for v in spec["validations"]]
+        self.messages = [
+            _ENV.program(_ast(v["messageExpression"]), fns) if "messageExpression" in v else None
+            for v in spec["validations"]
+        ]
+
+    def activation(
+        self, pod: Mapping[str, Any], namespace: str, params: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``object``, ``request``, ``params`` and ``variables``; each variable sees the ones before it."""
+        act: dict[str, Any] = {
+            "object": json_to_cel(dict(pod)),
+            "oldObject": None,
+            "request": json_to_cel(
+                {
+                    "namespace": namespace,
+                    "operation": "CREATE",
+                    "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                    "resource": {"group": "", "version": "v1", "resource": "pods"},
+                }
+            ),
+            "params": json_to_cel(dict(params)) if params is not None else None,
+        }
+        values: dict[celtypes.StringType, Any] = {}
+        for name, program in self.variables:
+            act["variables"] = celtypes.MapType(values)
+            values[celtypes.StringType(name)] = program.evaluate(act)
+        act["variables"] = celtypes.MapType(values)
+        return act
+
+    def results(self, pod: Mapping[str, Any], namespace: str, params: Mapping[str, Any] | None = None) -> list[bool]:
+        """Each validation's value (an evaluation error raises: nothing here expects one)."""
+        act = self.activation(pod, namespace, params)
+        out = []
+        for program in self.validations:
+            value = program.evaluate(act)
+            assert isinstance(value, celtypes.BoolType), f"validation gave {value!r}, not a bool"
+            out.append(bool(value))
+        return out
+
+    def message(self, index: int, pod: Mapping[str, Any], namespace: str, params: Mapping[str, Any] | None) -> str:
+        program = self.messages[index]
+        assert program is not None
+        value = program.evaluate(self.activation(pod, namespace, params))
+        assert isinstance(value, str)  # celpy's string + string is a plain str
+        return value
+
+
+def pod(annotations: Mapping[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    """A Pod as the API server hands it to CEL; no ``metadata.annotations`` field unless given."""
+    metadata: dict[str, Any] = {"name": "p", "namespace": NS}
+    if annotations is not None:
+        metadata["annotations"] = dict(annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"containers": [{"name": "main", "image": "busybox"}], **spec},
+    }
+
+
+NETWORKS: Final = Policy(admission.networks_policy())
+
+
+def cel_violations(annotations: Mapping[str, str], namespace: str = NS, policy: Policy = NETWORKS) -> list[str]:
+    """The names of the network checks the real CEL fails (validation i is NETWORK_CHECKS[i])."""
+    results = policy.results(pod(annotations or None), namespace)
+    return [name for name, ok in zip(CHECK_NAMES, results, strict=True) if not ok]
+
+
+def test_validations_line_up_with_check_names() -> None:
+    """Mapping validation i to NETWORK_CHECKS[i] is sound: same count, same text, same order."""
+    spec = admission.networks_policy()["spec"]
+    assert [v["expression"] for v in spec["validations"]] == [e for _n, e, _m in admission.NETWORK_CHECKS]
+    assert [v["name"] for v in spec["variables"]] == ["networks", "isJson"]
+
+
+# --------------------------------------------------------------------------------------------
+# The library functions against their documented or Go-observed behaviour
+
+
+def test_k8s_functions_follow_their_sources() -> None:
+    assert go_find_all("[0-9]*", "123 abc 456") == ["123", "", "", "", "", "456"]  # go1.19 FindAllString
+    assert go_find_all("[0-9]*", "123 abc 456", 1) == ["123"]
+    assert go_find_all("a*", "baaab") == ["", "aaa", ""]
+    assert go_find_all("xyz", "123 abc 456") == []
+    assert go_find_all("[0-9]+", "1 2", 0) == []
+    assert cel_split("hello hello hello", " ") == ["hello", "hello", "hello"]
+    assert cel_split("hello hello hello", " ", 0) == []
+    assert cel_split("hello hello hello", " ", 1) == ["hello hello hello"]
+    assert cel_split("hello hello hello", " ", 2) == ["hello", "hello hello"]
+    assert cel_split("hello hello hello", " ", -1) == ["hello", "hello", "hello"]
+    assert cel_split("", ",") == [""] and cel_split("", "") == [] and cel_split("a,b", "") == ["a", ",", "b"]
+    assert cel_trim("  \ttrim\n    ") == "trim"
+    assert cel_trim("\u2003\xa0x\u3000\v") == "x"
+    assert cel_trim("\x1cvision/x\u200b") == "\x1cvision/x\u200b", "U+001C and zero-width space are not White_Space"
+    assert not re2(r"\s").search("\v") and not re2(r"\s").search("\x1c") and re2(r"\s").search("\f")
+    assert re2("(?i)s").search("\u017f") and re2("(?i)k").search("\u212a") and not re2("(?i)i").search("\u0131")
+    assert not re2("a$").search("a\n")
+    with pytest.raises(NotImplementedError):
+        re2(r"\d")
+
+
+def test_celpy_stock_matches_is_not_re2() -> None:
+    """Why ``matches`` is replaced: celpy's is Python re, which differs from RE2 on these patterns."""
+    text = "'\"namespace\"\\v:'.matches(r'\"namespace\"\\s*:')"
+    stock = _ENV.program(_ast(text)).evaluate({})
+    ours = _ENV.program(_ast(text), dict(K8S_FUNCTIONS)).evaluate({})
+    assert (bool(stock), bool(ours)) == (
+        True,
+        False,
+    )  # Go: regexp.MatchString(`"namespace"\s*:`, "\"namespace\"\v:") is false
+    dotless = "'\"cn\u0131-args\":'.matches(r'(?i)\"(cni-args|infiniband-guid)\"\\s*:')"
+    stock = _ENV.program(_ast(dotless)).evaluate({})
+    ours = _ENV.program(_ast(dotless), dict(K8S_FUNCTIONS)).evaluate({})
+    assert (bool(stock), bool(ours)) == (True, False)  # Go's (?i) does not fold U+0131 (dotless i) to i
+
+
+def test_celpy_hands_the_module_regexes_through_unchanged() -> None:
+    """cel-python decodes the r'...' literals to exactly the RE_* strings (no escape processing)."""
+    seen: set[str] = set()
+
+    def record(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(s: str, pattern: str, *rest: Any) -> Any:
+            seen.add(str(pattern))
+            return fn(s, pattern, *rest)
+
+        return wrapped
+
+    spy = Policy(
+        admission.networks_policy(),
+        {**K8S_FUNCTIONS, "matches": record(cel_matches), "findAll": record(cel_find_all)},
+    )
+    spy.results(pod({NET: '[{"name":"ib","namespace":"vision"}]'}), NS)
+    assert seen == {
+        admission.RE_IS_JSON,
+        admission.RE_ALPHABET,
+        admission.RE_FORBIDDEN_KEY,
+        admission.RE_KEY,
+        admission.RE_ALLOWED_KEY,
+        admission.RE_NAMESPACE_KEY,
+        admission.RE_NAMESPACE_VALUE_PREFIX + NS + '"',
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Networks policy: real CEL against the mirror, on the mirror's own cases (copied from
+# tests/test_teams.py, where they are inline in parametrize; test_cases_cover_test_teams keeps
+# the copy complete).
+
+ALLOWED: Final = [
+    "",
+    "ib-vision",
+    "ib-vision@ib0, other-net",
+    "vision/ib-vision",
+    " vision/ib-vision@net1",
+    '[{"name":"ib-vision"}]',
+    '[{"name": "ib-vision", "namespace": "vision", "interface": "net1", "ips": ["10.0.0.1/24"]}]',
+    '[{"name":"x","ips":["fd00::1/64"],"mac":"02:00:00:00:00:01","default-route":["10.0.0.1"]}]',
+]
+REFUSED: Final[list[tuple[str, set[str]]]] = [
+    ("speech/ib-speech", {"text-namespace"}),
+    ("ib-vision, speech/ib-speech", {"text-namespace"}),
+    ("visionx/ib", {"text-namespace"}),
+    ("default/ib", {"text-namespace"}),
+    ('[{"name":"ib-speech","namespace":"speech"}]', {"json-namespace"}),
+    ('[{"name":"ib","namespace":"vision"},{"name":"ib","namespace":"default"}]', {"json-namespace"}),
+    ('[{"name":"ib","namespace":"vision-x"}]', {"json-namespace"}),
+    ('[{"name":"ib","namespace":"vision","namespace":"speech"}]', {"json-namespace"}),
+    ('[{"name":"ib","cni-args":{"guid":"02:00:00:00:00:00:10:00"}}]', {"no-cni-args", "allowed-keys"}),
+    ('[{"name":"ib","CNI-Args":{"guid":"x"}}]', {"no-cni-args", "allowed-keys"}),
+    ('[{"name":"ib","infiniband-guid":"02:00:00:00:00:00:10:00"}]', {"no-cni-args", "allowed-keys"}),
+    ('[{"name":"ib","Namespace":"speech"}]', {"allowed-keys"}),
+    ('[{"name":"ib","portMappings":[]}]', {"allowed-keys"}),
+    ('[{"name":"ib","names\\u0070ace":"speech"}]', {"alphabet"}),
+    ('[{"name":"ib","nameſpace":"speech"}]', {"alphabet"}),
+]
+
+
+def _parametrized(test: Callable[..., None]) -> list[Any]:
+    marks = [m for m in getattr(test, "pytestmark", []) if m.name == "parametrize"]
+    assert len(marks) == 1, f"{test.__name__} is no longer one @pytest.mark.parametrize: update this file"
+    return list(marks[0].args[1])
+
+
+def test_cases_cover_test_teams() -> None:
+    """Every case of the mirror's tests in tests/test_teams.py is run here against real CEL."""
+    assert set(_parametrized(mirror_tests.test_networks_allowed)) <= set(ALLOWED)
+    refused = {(v, frozenset(c)) for v, c in REFUSED}
+    assert {(v, frozenset(c)) for v, c in _parametrized(mirror_tests.test_networks_refused)} <= refused
+
+
+@pytest.mark.parametrize("value", ALLOWED)
+def test_networks_allowed_by_real_cel(value: str) -> None:
+    annotations = {NET: value} if value else {}
+    assert cel_violations(annotations) == admission.networks_violations(annotations, NS) == []
+    assert cel_violations({NET: value}) == [], "the annotation present but empty is allowed too"
+
+
+@pytest.mark.parametrize(("value", "checks"), REFUSED)
+def test_networks_refused_by_real_cel(value: str, checks: set[str]) -> None:
+    real = cel_violations({NET: value})
+    assert real == admission.networks_violations({NET: value}, NS)
+    assert checks <= set(real)
+
+
+def test_default_network_annotation_refused_by_real_cel() -> None:
+    annotations = {DEFAULT_NET: "speech/ib"}
+    assert cel_violations(annotations) == admission.networks_violations(annotations, NS) == ["no-default-network"]
+    both = {DEFAULT_NET: "speech/ib", NET: "ib-vision"}
+    assert cel_violations(both) == admission.networks_violations(both, NS) == ["no-default-network"]
+
+
+def test_harness_can_fail() -> None:
+    """A policy with the ``!`` dropped from one check disagrees with the mirror: the comparison bites."""
+    broken = copy.deepcopy(admission.networks_policy())
+    index = CHECK_NAMES.index("no-cni-args")
+    expr = broken["spec"]["validations"][index]["expression"]
+    assert expr.startswith("!")
+    broken["spec"]["validations"][index]["expression"] = expr.removeprefix("!")
+    policy = Policy(broken)
+    guid = '[{"name":"ib","cni-args":{"guid":"02:00:00:00:00:00:10:00"}}]'
+    assert cel_violations({NET: guid}, policy=policy) == ["allowed-keys"]
+    assert admission.networks_violations({NET: guid}, NS) == ["no-cni-args", "allowed-keys"]
+    assert cel_violations({NET: "ib-vision"}, policy=policy) == ["no-cni-args"] != []
+
+
+# --------------------------------------------------------------------------------------------
+# Generated annotations. On the admitted alphabet (printable ASCII and JSON whitespace) real CEL and
+# the mirror must agree exactly.
+
+NAMESPACES: Final = ["vision", "speech", "default", "visionx", "vision-x", "Vision", "kube-system", ""]
+KEYS: Final = [
+    "name",
+    "namespace",
+    "interface",
+    "ips",
+    "mac",
+    "default-route",
+    "cni-args",
+    "infiniband-guid",
+    "Namespace",
+    "CNI-Args",
+    "Infiniband-GUID",
+    "portMappings",
+]
+WHITESPACE: Final = [" ", "\t", "\n", "\r", "  "]
+FRAGMENTS: Final = [
+    "/",
+    ",",
+    "@",
+    '"',
+    ":",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"namespace":',
+    '"namespace" : "vision"',
+    '"namespace":"speech"',
+    '"cni-args":{}',
+    '"name":"ib"',
+    "ib-vision",
+    "net1",
+]
+
+_scalar = st.sampled_from([*NAMESPACES, "ib-vision", "net1", "10.0.0.1/24", "02:00:00:00:00:00:10:00"])
+_value = st.one_of(_scalar, st.lists(_scalar, max_size=2), st.fixed_dictionaries({"guid": _scalar}))
+_element = st.dictionaries(st.sampled_from(KEYS), _value, max_size=4)
+_json_doc = st.builds(
+    lambda elements, item_sep, key_sep, bare: json.dumps(
+        elements[0] if bare and elements else elements, separators=(item_sep, key_sep)
+    ),
+    st.lists(_element, max_size=3),
+    st.sampled_from([",", ", ", ",\n  ", " ,\t"]),
+    st.sampled_from([":", ": ", " : ", ":\n"]),
+    st.booleans(),
+)
+_text_item = st.builds(
+    lambda lead, ns, name, iface, trail: f"{lead}{ns + '/' if ns is not None else ''}{name}{iface}{trail}",
+    st.sampled_from(["", *WHITESPACE]),
+    st.none() | st.sampled_from(NAMESPACES),
+    st.sampled_from(["ib-vision", "ib", "other-net", ""]),
+    st.sampled_from(["", "@net1", "@ib0"]),
+    st.sampled_from(["", *WHITESPACE]),
+)
+_text_doc = st.lists(_text_item, min_size=1, max_size=4).map(",".join)
+_pieces = st.one_of(_json_doc, _text_doc, st.sampled_from(FRAGMENTS + WHITESPACE + NAMESPACES))
+_mixed = st.lists(_pieces, max_size=6).map("".join)
+ANNOTATION: Final = st.one_of(_json_doc, _text_doc, _mixed)
+
+# Characters outside the admitted alphabet where RE2/Go and Python differ (and backslash escapes).
+HOSTILE: Final = ["\v", "\f", "\x1c", "\x1f", "\xa0", "\u2028", "\u017f", "\u212a", "\u0131", "\u0130", "\\", "\\u0073"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=ANNOTATION, default_network=st.booleans())
+def test_real_cel_and_mirror_agree(value: str, default_network: bool) -> None:
+    annotations = {NET: value}
+    if default_network:
+        annotations[DEFAULT_NET] = "vision/ib"
+    assert cel_violations(annotations) == admission.networks_violations(annotations, NS), value
+
+
+def _sprinkle(value: str, inserts: list[tuple[int, str]]) -> str:
+    for at, piece in sorted(inserts, reverse=True):
+        at %= len(value) + 1
+        value = value[:at] + piece + value[at:]
+    return value
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    value=ANNOTATION,
+    inserts=st.lists(st.tuples(st.integers(0, 200), st.sampled_from(HOSTILE)), min_size=1, max_size=3),
+)
+def test_outside_the_alphabet_only_the_verdict_is_shared(value: str, inserts: list[tuple[int, str]]) -> None:
+    """With characters outside the alphabet the checks may differ (see KNOWN_DIVERGENCES), never the verdict.
+
+    Such a value always fails ``alphabet``, in both; any other difference is the mirror's Python
+    ``re``/``str.strip`` semantics against Kubernetes' RE2/Go semantics.
+    """
+    value = _sprinkle(value, inserts)
+    real, mirrored = cel_violations({NET: value}), admission.networks_violations({NET: value}, NS)
+    assert "alphabet" in real and "alphabet" in mirrored, value
+
+
+#: Inputs where the mirror and real CEL (RE2/Go semantics) disagree, with both answers. Each is
+#: refused either way (``alphabet``), so the deployed verdict is unaffected; the mirror is the one
+#: that is off. Checked against go1.19 regexp / strings.TrimSpace.
+KNOWN_DIVERGENCES: Final[list[tuple[str, list[str], list[str], str]]] = [
+    (
+        '[{"name":"ib","namespace"\v:"speech"}]',
+        ["alphabet"],
+        ["alphabet", "json-namespace"],
+        "RE2 \\s has no \\v; the mirror's re.ASCII \\s has",
+    ),
+    (
+        '[{"name":"ib","portMappings"\v:[]}]',
+        ["alphabet"],
+        ["alphabet", "allowed-keys"],
+        "RE2 \\s has no \\v, so real CEL finds no key there; the mirror's re.ASCII \\s has",
+    ),
+    (
+        '[{"name":"ib","cni-arg\u017f":{}}]',
+        ["alphabet", "no-cni-args", "allowed-keys"],
+        ["alphabet", "allowed-keys"],
+        "Go (?i) folds U+017F to s; the mirror's re.ASCII does not",
+    ),
+    (
+        "\x1cvision/ib",
+        ["alphabet", "text-namespace"],
+        ["alphabet"],
+        "Go TrimSpace keeps U+001C; Python str.strip() removes it",
+    ),
+]
+
+
+@pytest.mark.parametrize(("value", "real", "mirrored", "why"), KNOWN_DIVERGENCES)
+def test_known_divergences(value: str, real: list[str], mirrored: list[str], why: str) -> None:
+    assert cel_violations({NET: value}) == real, why
+    assert admission.networks_violations({NET: value}, NS) == mirrored, why
+
+
+# --------------------------------------------------------------------------------------------
+# AKS pool policy (no mirror: real CEL is the only test of it)
+
+POOL: Final = Policy(admission.pool_policy())
+OTHER_POOL: Final = "ndother"
+
+
+def _scheduling_config_map() -> dict[str, Any]:
+    """The param the pool binding names: the first AKS team's gpuaas-scheduling ConfigMap."""
+    cfg = parse_config(raw_stack("aks"))
+    cm = teams.scheduling_config_map(cfg, cfg.teams[0])
+    assert cm is not None
+    return cm
+
+
+PARAMS: Final = _scheduling_config_map()
+POOL_KEY: Final = PARAMS["data"]["nodeSelectorKey"]
+POOL_NAME: Final = PARAMS["data"]["nodeSelectorValue"]
+
+
+def test_pool_param_is_what_the_binding_names() -> None:
+    assert admission.pool_binding()["spec"]["paramRef"]["name"] == PARAMS["metadata"]["name"] == teams.SCHEDULING
+    assert admission.pool_policy()["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
+    assert POOL_KEY == teams.AKS_POOL_LABEL and POOL_NAME != OTHER_POOL
+
+
+def _gpu(limits: bool = False, resource: str = "nvidia.com/gpu") -> list[dict[str, Any]]:
+    resources = {"limits" if limits else "requests": {resource: "8", "cpu": "4"}}
+    return [{"name": "main", "image": "busybox", "resources": resources}]
+
+
+def _affinity(*terms: list[str], key: str = teams.AKS_POOL_LABEL, operator: str = "In") -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": key, "operator": operator, "values": values}]} for values in terms
+                ]
+            }
+        }
+    }
+
+
+POOL_CASES: Final[list[tuple[str, dict[str, Any], bool]]] = [
+    ("gpu, no selector", {"containers": _gpu()}, False),
+    ("gpu, pool nodeSelector", {"containers": _gpu(), "nodeSelector": {POOL_KEY: POOL_NAME}}, True),
+    (
+        "gpu limits only, pool nodeSelector",
+        {"containers": _gpu(limits=True), "nodeSelector": {POOL_KEY: POOL_NAME}},
+        True,
+    ),
+    ("gpu limits only, no selector", {"containers": _gpu(limits=True)}, False),
+    ("rdma, no selector", {"containers": _gpu(resource="rdma/hca_shared_devices_a")}, False),
+    ("gpu, other pool nodeSelector", {"containers": _gpu(), "nodeSelector": {POOL_KEY: OTHER_POOL}}, False),
+    ("gpu, other nodeSelector key", {"containers": _gpu(), "nodeSelector": {"zone": POOL_NAME}}, False),
+    ("gpu, affinity In [pool]", {"containers": _gpu(), "affinity": _affinity([POOL_NAME])}, True),
+    ("gpu, affinity In [other]", {"containers": _gpu(), "affinity": _affinity([OTHER_POOL])}, False),
+    ("gpu, affinity In [pool, other]", {"containers": _gpu(), "affinity": _affinity([POOL_NAME, OTHER_POOL])}, False),
+    (
+        "gpu, affinity terms pool | other",
+        {"containers": _gpu(), "affinity": _affinity([POOL_NAME], [OTHER_POOL])},
+        False,
+    ),
+    ("gpu, affinity terms pool | pool", {"containers": _gpu(), "affinity": _affinity([POOL_NAME], [POOL_NAME])}, True),
+    (
+        "gpu, affinity NotIn [other]",
+        {"containers": _gpu(), "affinity": _affinity([OTHER_POOL], operator="NotIn")},
+        False,
+    ),
+    ("gpu, affinity In []", {"containers": _gpu(), "affinity": _affinity([])}, False),
+    ("gpu, affinity no terms", {"containers": _gpu(), "affinity": _affinity()}, False),
+    ("cpu only", {"containers": [{"name": "m", "image": "b", "resources": {"requests": {"cpu": "1"}}}]}, True),
+    ("no resources", {}, True),
+    ("cpu container + gpu container", {"containers": [{"name": "a", "image": "b"}, *_gpu()]}, False),
+]
+
+
+@pytest.mark.parametrize(("label", "spec", "allowed"), POOL_CASES, ids=[c[0] for c in POOL_CASES])
+def test_pool_policy_with_real_cel(label: str, spec: dict[str, Any], allowed: bool) -> None:
+    p = pod(**spec)
+    assert POOL.results(p, "team-vision", PARAMS) == [allowed], label
+    message = POOL.message(0, p, "team-vision", PARAMS)
+    assert f"nodeSelector {POOL_KEY}={POOL_NAME} " in message and teams.SCHEDULING in message, message
+
+
+def test_pool_variable_sees_the_pod() -> None:
+    act = POOL.activation(pod(containers=_gpu()), "team-vision", PARAMS)
+    assert act["variables"] == {"wantsAccelerator": True}
+    act = POOL.activation(pod(), "team-vision", PARAMS)
+    assert act["variables"] == {"wantsAccelerator": False}
