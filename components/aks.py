@@ -178,7 +178,8 @@ class AksCluster(pulumi.ComponentResource):
     credentials are read by cluster and resource-group name.
 
     Takes the whole :class:`StackConfig`, like the other components, because the pools' node
-    labels come from :func:`components.onprem_nodes.pool_labels`, which does. On the first
+    labels come from :func:`components.onprem_nodes.pool_labels`, which does. ``gate``: the
+    day-2 MIG guard (:mod:`components.mig_guard`); the pools' labels wait for it. On the first
     preview of a new cluster the kubeconfig is unknown, so the provider is too (pulumi-azure.md
     §1.5: test that preview of a fresh ``aks`` stack once).
     """
@@ -186,6 +187,8 @@ class AksCluster(pulumi.ComponentResource):
     cluster_name: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
+    #: The ND pools gpuaas manages (none for an existing cluster): their labels carry MIG layouts.
+    gpu_pools: list[pulumi.CustomResource]
 
     def __init__(
         self,
@@ -197,6 +200,7 @@ class AksCluster(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpuaas:index:AksCluster", name, None, opts)
         aks = aks_platform(cfg)
+        self.gpu_pools = []
         cs = azure_native.containerservice
 
         # Subscription-wide and independent of this cluster, so it is registered even for an
@@ -233,7 +237,7 @@ class AksCluster(pulumi.ComponentResource):
                 gpu_profile = cs.GPUProfileArgs(**args.pop("gpu_profile"))
                 # A MIG layout change relabels the pool's nodes: it waits on the day-2 guard.
                 args["node_labels"] = mig_guard.gated(gate, args["node_labels"])
-                cs.AgentPool(
+                agent_pool = cs.AgentPool(
                     f"{name}-{pool.name}",
                     resource_group_name=rg_name,
                     resource_name_=cluster.name,
@@ -246,6 +250,7 @@ class AksCluster(pulumi.ComponentResource):
                         depends_on=[feature] if feature is not None else [],
                     ),
                 )
+                self.gpu_pools.append(agent_pool)
 
         creds = cs.list_managed_cluster_user_credentials_output(
             resource_group_name=rg_name,

@@ -22,7 +22,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import k8s as kube
-from components import resources
+from components import mig_guard, resources
 from components.config import StackConfig
 from components.mig import DISABLED, mig_parted_config
 from components.rules import DEVICE_PLUGIN_DEFAULT_CONFIG, layout_name, mig_counts, sharing_groups
@@ -206,7 +206,8 @@ class GpuOperator(pulumi.ComponentResource):
     ``depends_on`` orders the release after the NicClusterPolicy: GPUDirect RDMA needs the NIC
     driver (host or DOCA container) up before the GPU driver stack starts (GPU Operator RDMA docs).
     ``configs`` are what node labels must wait for: a label naming a config that does not exist
-    yet makes MIG Manager fail the node.
+    yet makes MIG Manager fail the node. ``gate``: the day-2 MIG guard; the MIG ConfigMap's
+    content waits for it.
     """
 
     namespace: pulumi.CustomResource
@@ -221,11 +222,15 @@ class GpuOperator(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         *,
         depends_on: Sequence[pulumi.Resource] = (),
+        gate: pulumi.Output[bool] | None = None,
     ) -> None:
         super().__init__("gpuaas:index:GpuOperator", name, None, opts)
         self.namespace = kube.apply(f"{name}-namespace", namespace_manifest(cfg), kube.child(self))
         in_ns = kube.child(self, [self.namespace])
-        self.mig_config = kube.apply(f"{name}-mig-config", mig_parted_configmap(cfg), in_ns)
+        mig_configs = mig_parted_configmap(cfg)
+        # A changed layout drops the old one from this ConfigMap: it waits on the MIG guard too.
+        mig_configs["data"] = mig_guard.gated(gate, mig_configs["data"])
+        self.mig_config = kube.apply(f"{name}-mig-config", mig_configs, in_ns)
         self.device_plugin_config = kube.apply(f"{name}-device-plugin-config", device_plugin_configmap(cfg), in_ns)
         self.release = kube.helm_release(
             f"{name}-release",

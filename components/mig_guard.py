@@ -19,7 +19,7 @@ pure; :func:`enforce` and :func:`gated` are the shell that puts it in front of t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 import pulumi
@@ -183,3 +183,13 @@ def gated(gate: pulumi.Output[bool] | None, value: T) -> pulumi.Input[T]:
     if gate is None:
         return value
     return gate.apply(lambda _: value)
+
+
+def once_applied(gate: pulumi.Output[bool], resources: Sequence[pulumi.CustomResource], value: T) -> pulumi.Output[T]:
+    """``value`` once the guard passed and every resource carrying the labels is applied.
+
+    Stack outputs are registered even when a run fails part-way (``pulumi up --skip-preview``,
+    the Automation API); exporting the new layouts only through this keeps a stopped run from
+    recording them, so the next run still compares against what the nodes really carry.
+    """
+    return pulumi.Output.all(gate, *[r.id for r in resources]).apply(lambda _: value)

@@ -18,12 +18,13 @@ from typing import Any
 
 import pulumi
 import yaml
+from google.protobuf import empty_pb2
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import resource as pulumi_resource
 from pulumi.runtime import rpc
 from pulumi.runtime.proto import resource_pb2, source_pb2
 from pulumi.runtime.settings import get_root_resource
-from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.stack import massage, run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,6 +93,15 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, previous: Mapping[str, Any] | None = None) -> None:
         super().__init__(_Mocks(previous))
         self.records: list[Record] = []
+        #: Every registration of the root stack's outputs, in order: the engine keeps the last.
+        #: (A run whose exports fail to resolve registers none after the mock's initial ``{}``.)
+        self.stack_outputs: list[dict[str, Any]] = []
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
+            _ensure_event_loop()  # type: ignore[no-untyped-call]
+            self.stack_outputs.append(rpc.deserialize_properties(request.outputs))
+        return empty_pb2.Empty()
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         urn = self.make_urn(request.parent, request.type, request.name)
@@ -175,13 +185,17 @@ def run_program(
     program: Callable[[], None] | None = None,
     preview: bool = False,
     previous: Mapping[str, Any] | None = None,
+    monitor: RecordingMonitor | None = None,
 ) -> Run:
     """Run ``program`` (default: the project's ``__main__.py``) for ``stack`` under mocks.
 
     ``config`` (fully qualified keys) replaces the stack file's config when given; ``previous``
-    stands for the stack's last outputs (e.g. the base branch's plan ``outputs.yaml``).
+    stands for the stack's last outputs (e.g. the base branch's plan ``outputs.yaml``); a
+    ``monitor`` given by the caller (made with the same ``previous``) can be inspected after a
+    failed run.
     """
-    monitor = RecordingMonitor(previous)
+    if monitor is None:
+        monitor = RecordingMonitor(previous)
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack: no outputs from an earlier run
     pulumi.runtime.set_mocks(monitor.mocks, project="gpuaas", stack=stack, preview=preview, monitor=monitor)
     pulumi.runtime.set_all_config(to_runtime_config(stack_config(stack) if config is None else config), [])
@@ -194,6 +208,11 @@ def run_program(
             program()
         else:
             runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        # As the SDK's Stack does at the end of a real run: send the exports to the engine. An
+        # export that fails to resolve keeps them all from being registered.
+        root = get_root_resource()
+        if isinstance(root, pulumi.ComponentResource):
+            root.register_outputs(massage(getattr(root, "outputs", {}), []))
 
     with _no_stack_traces():
         _sync_await(run_pulumi_func(main))

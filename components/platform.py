@@ -35,6 +35,8 @@ class Platform(pulumi.ComponentResource):
     def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:Platform", name, None, opts)
         self.exports = {}
+        #: The resources whose labels carry the MIG layouts (NodePatches or AKS agent pools).
+        self._labelled: list[pulumi.CustomResource] = []
 
         # 1. Cluster access. AKS: the cluster and its ND pools come first and hand us a provider
         #    built from their kubeconfig. On-prem: the cluster exists; we only pick the context.
@@ -62,12 +64,15 @@ class Platform(pulumi.ComponentResource):
                 cluster_opts,
             )
         # 6. GPU Operator after the NicClusterPolicy is ready, so GPUDirect finds the NIC driver.
-        gpu_operator = GpuOperator(f"{name}-gpu-operator", cfg, cluster_opts, depends_on=[nic_cluster_policy.policy])
+        gpu_operator = GpuOperator(
+            f"{name}-gpu-operator", cfg, cluster_opts, depends_on=[nic_cluster_policy.policy], gate=mig_gate
+        )
         # 7. Node labels selecting MIG and time-slicing configs (on-prem; AKS labels pools), after
         #    the ConfigMaps they name: MIG Manager fails a node whose label names no config.
         #    A MIG layout change waits on the day-2 guard (components/mig_guard.py).
         if cfg.onprem is not None:
-            OnPremNodes(f"{name}-nodes", cfg, cluster_opts, depends_on=gpu_operator.configs, gate=mig_gate)
+            nodes = OnPremNodes(f"{name}-nodes", cfg, cluster_opts, depends_on=gpu_operator.configs, gate=mig_gate)
+            self._labelled.extend(nodes.patches.values())
         # 8. SR-IOV host side and OpenSM partitions (on-prem), after the policy's NIC driver: VFs get
         #    their GUIDs, and the SM the member lists, before team NADs hand those VFs to pods.
         team_after: list[pulumi.Resource] = [nic_cluster_policy.policy]
@@ -94,9 +99,13 @@ class Platform(pulumi.ComponentResource):
         if verification.jobs:
             self.exports["verificationJobs"] = verification.jobs
 
-        self.exports[mig_guard.OUTPUT] = mig_guard.mig_layouts(cfg)
+        # Exported only once the labels carrying them are applied: a run the guard (or a failed
+        # label update) stops must leave the last run's layouts in place for the next comparison.
+        self.exports[mig_guard.OUTPUT] = mig_guard.once_applied(mig_gate, self._labelled, mig_guard.mig_layouts(cfg))
         if cfg.onprem is not None:
-            self.exports[mig_guard.NODE_OUTPUT] = mig_guard.node_layouts(cfg)
+            self.exports[mig_guard.NODE_OUTPUT] = mig_guard.once_applied(
+                mig_gate, self._labelled, mig_guard.node_layouts(cfg)
+            )
         self.register_outputs(self.exports)
 
     def _mig_gate(self, name: str, cfg: StackConfig) -> pulumi.Output[bool]:
@@ -120,6 +129,7 @@ class Platform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
         cluster = AksCluster(f"{name}-aks", cfg, opts=pulumi.ResourceOptions(parent=self), gate=mig_gate)
+        self._labelled.extend(cluster.gpu_pools)
         self.exports["clusterName"] = cluster.cluster_name
         self.exports["kubeconfig"] = cluster.kubeconfig  # secret: the credential call's kubeconfig
         return cluster.provider

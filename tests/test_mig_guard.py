@@ -11,7 +11,7 @@ import yaml
 
 from components import mig_guard
 from components.loader import parse_config
-from components.offline import run_program
+from components.offline import RecordingMonitor, run_program
 from components.plan import main as plan_main
 from tests.conftest import qualified, raw_stack
 
@@ -156,6 +156,28 @@ def test_program_stops_on_aks_too() -> None:
     layouts = mig_guard.mig_layouts(parse_config(raw))
     with pytest.raises(pulumi.RunError, match=r"gpuPools\[1\]\.mig"):
         run_program("aks", config=qualified(raw), previous={"migLayouts": {**layouts, "ndh100b": "all-disabled"}})
+
+
+def test_a_stopped_run_records_neither_its_layouts_nor_its_mig_configs() -> None:
+    """Outputs are sent even by a failed run (``up --skip-preview``): the new layouts must not be.
+
+    Otherwise the next run would compare the new layouts with themselves and relabel the nodes.
+    """
+    previous = {"migLayouts": _applied(**{"h100-mig": "all-1g.10gb"}), "migNodeLayouts": _nodes_applied()}
+    monitor = RecordingMonitor(previous)
+    with pytest.raises(pulumi.RunError):
+        run_program("onprem", previous=previous, monitor=monitor)
+    assert not any(mig_guard.OUTPUT in outputs for outputs in monitor.stack_outputs)
+    sent = {r.name for r in monitor.records}
+    assert not any(r.type == NODE_PATCH for r in monitor.records)
+    assert "gpuaas-gpu-operator-mig-config" not in sent, "the mig-parted ConfigMap would drop the old layout"
+
+
+def test_a_passing_run_records_what_it_applied() -> None:
+    monitor = RecordingMonitor(None)
+    run_program("onprem", monitor=monitor)
+    assert monitor.stack_outputs[-1][mig_guard.OUTPUT] == _applied()
+    assert monitor.stack_outputs[-1][mig_guard.NODE_OUTPUT] == _nodes_applied()
 
 
 def test_acknowledged_change_relabels_the_nodes() -> None:
