@@ -196,11 +196,13 @@ class Multus(Model):
 
     #: The primary CNI network: the ``name`` inside its conf file in ``cniConfDir`` (Calico
     #: ``k8s-pod-network``, Cilium ``cilium``, Flannel ``cbr0``) or a NAD in ``kube-system``.
-    cluster_network: Annotated[str, Field(min_length=1)]
-    #: Directory holding the primary CNI's conf file on every node.
-    cni_conf_dir: Annotated[str, Field(pattern=r"^/")] = "/etc/cni/net.d"
+    #: (The operator pastes the Multus config into a single-quoted template: no quotes here.)
+    cluster_network: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=253)]
+    #: The container runtime's CNI conf directory on every node (k3s/RKE2 use their own): the
+    #: primary CNI's conf is there, and the Network Operator writes Multus' conf there.
+    cni_conf_dir: Annotated[str, Field(pattern=r"^(/[A-Za-z0-9_.-]+)+/?$")] = "/etc/cni/net.d"
     #: A file whose existence means the primary CNI is ready (Multus waits for it); ``None``: no wait.
-    readiness_indicator_file: Annotated[str, Field(pattern=r"^/")] | None = None
+    readiness_indicator_file: Annotated[str, Field(pattern=r"^(/[A-Za-z0-9_.-]+)+$")] | None = None
 
 
 class OnPremPlatform(Model):

@@ -15,7 +15,12 @@ The keys are Multus' own (k8snetworkplumbingwg/multus-cni docs/configuration.md)
   ``kube-system`` first, then by its ``name`` among the conf files of ``confDir``. Multus' own
   ``confDir`` default (``/etc/cni/multus/net.d``) holds nothing on a normal node, so it is set to
   the directory where the primary CNI writes its conf;
-* ``kubeconfig`` — written by the thin plugin's entrypoint; without it Multus cannot read NADs.
+* ``kubeconfig`` — written by the thin plugin's entrypoint below the operator's CNI directory;
+  without it Multus cannot read NADs. The directory is one setting, ``platform.multus.cniConfDir``:
+  it is Multus' ``confDir``, the kubeconfig's directory and the chart's
+  ``operator.cniNetworkDirectory`` (where the operator writes ``00-multus.conf``), so a runtime
+  with another CNI directory (k3s, RKE2) is configured in one place;
+* ``capabilities`` — ``portMappings`` and ``bandwidth``, forwarded to the cluster network.
 
 The admission policy in :mod:`components.admission` rejects the same cross-namespace references
 at the API server, so a pod is refused before it is scheduled; Multus is the node-side backstop.
@@ -28,8 +33,13 @@ from typing import Any, Final
 
 from components.config import Multus, StackConfig
 
-#: Where the thin plugin's entrypoint writes Multus' kubeconfig (multus-cni deployments/multus-daemonset.yml).
-KUBECONFIG: Final = "/etc/cni/net.d/multus.d/multus.kubeconfig"
+#: Where the thin plugin's entrypoint writes Multus' kubeconfig, below the CNI conf directory
+#: (multus-cni deployments/multus-daemonset.yml; the operator's ``--multus-kubeconfig-file-host``).
+KUBECONFIG_IN_CONF_DIR: Final = "multus.d/multus.kubeconfig"
+#: Runtime capabilities Multus forwards to the cluster network: the thin entrypoint's "auto"
+#: mode copies the primary CNI's; without them hostPort and the bandwidth annotations silently
+#: stop working for every pod (multus-cni docs/configuration.md, ``capabilities``).
+CAPABILITIES: Final = {"portMappings": True, "bandwidth": True}
 #: The network name of the Multus conf itself; any other name is the primary CNI's.
 NETWORK_NAME: Final = "multus-cni-network"
 #: CNI spec version the Network Operator starts the thin plugin with (``--cni-version=0.3.1``).
@@ -41,13 +51,19 @@ def global_namespaces(cfg: StackConfig) -> list[str]:
     return [cfg.network.namespace]
 
 
+def kubeconfig(multus: Multus) -> str:
+    """Multus' kubeconfig on the host: the operator writes it below its CNI conf directory."""
+    return f"{multus.cni_conf_dir.rstrip('/')}/{KUBECONFIG_IN_CONF_DIR}"
+
+
 def config(cfg: StackConfig, multus: Multus) -> dict[str, Any]:
     """Multus thin-plugin config for ``cfg`` with the cluster CNI described by ``multus``."""
     conf: dict[str, Any] = {
         "cniVersion": CNI_VERSION,
         "name": NETWORK_NAME,
         "type": "multus",
-        "kubeconfig": KUBECONFIG,
+        "kubeconfig": kubeconfig(multus),
+        "capabilities": dict(CAPABILITIES),
         "confDir": multus.cni_conf_dir,
         "clusterNetwork": multus.cluster_network,
         "namespaceIsolation": True,

@@ -45,6 +45,10 @@ def namespace(cfg: StackConfig) -> Manifest:
     }
 
 
+#: The chart's ``operator.cniNetworkDirectory`` default (network-operator values.yaml).
+DEFAULT_CNI_NETWORK_DIRECTORY = "/etc/cni/net.d"
+
+
 def network_operator_values(cfg: StackConfig) -> dict[str, Any]:
     """Helm values of the network-operator chart (every path exists in the pinned values.yaml)."""
     return {
@@ -58,8 +62,19 @@ def network_operator_values(cfg: StackConfig) -> dict[str, Any]:
             # Off (the chart default), written out because gpuaas depends on it: the webhook's
             # net_device.json refuses the ``pKeys`` selector that binds a VF pool to its partition.
             "admissionController": {"enabled": False},
+            # Where the operator writes 00-multus.conf and Multus' kubeconfig: the directory the
+            # container runtime reads CNI confs from (components/multus.py).
+            "cniNetworkDirectory": cni_network_directory(cfg),
         },
     }
+
+
+def cni_network_directory(cfg: StackConfig) -> str:
+    """The nodes' CNI conf directory: ``platform.multus.cniConfDir`` on-prem, else the chart default."""
+    onprem = cfg.onprem
+    if onprem is not None and onprem.multus is not None:
+        return onprem.multus.cni_conf_dir
+    return DEFAULT_CNI_NETWORK_DIRECTORY
 
 
 def tolerations(network: Network) -> list[dict[str, Any]]:

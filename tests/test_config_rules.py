@@ -337,14 +337,21 @@ INVALID: list[tuple[str, str, list[Edit], str, str]] = [
         "onprem",
         [_set("platform.multus.clusterNetwork", "")],
         "gpuaas:platform.multus.clusterNetwork",
-        "at least 1 character",
+        "should match pattern",
+    ),
+    (
+        "multus-cluster-network-quote",
+        "onprem",
+        [_set("platform.multus.clusterNetwork", "k8s-pod-network' x")],
+        "gpuaas:platform.multus.clusterNetwork",
+        "should match pattern",
     ),
     (
         "multus-conf-dir-relative",
         "onprem",
         [_set("platform.multus.cniConfDir", "etc/cni/net.d")],
         "gpuaas:platform.multus.cniConfDir",
-        "'^/'",
+        "should match pattern",
     ),
     (
         "network-namespace-default",

@@ -16,6 +16,7 @@ import pytest
 from components import multus, teams
 from components.config import StackConfig
 from components.loader import parse_config
+from components.network_operator import network_operator_values
 from components.nic_cluster_policy import nic_cluster_policy
 from components.offline import Run
 from components.plan import plan_files, resource_counts
@@ -66,7 +67,21 @@ def test_primary_network_comes_from_config(cfg_of: Callable[[str], StackConfig])
     # Multus looks the name up among the conf files of confDir; its own default dir is empty on nodes.
     assert conf["confDir"] == "/etc/cni/net.d"
     assert conf["readinessindicatorfile"] == "/etc/cni/net.d/10-calico.conflist"
-    assert conf["kubeconfig"] == multus.KUBECONFIG
+    assert conf["kubeconfig"] == "/etc/cni/net.d/multus.d/multus.kubeconfig"
+    # hostPort and bandwidth annotations keep working through Multus.
+    assert conf["capabilities"] == {"portMappings": True, "bandwidth": True}
+
+
+def test_one_cni_directory_for_multus_its_kubeconfig_and_the_operator() -> None:
+    """k3s/RKE2 keep CNI confs elsewhere: the operator must write Multus' files where Multus reads."""
+    raw = raw_stack("onprem")
+    raw["platform"]["multus"]["cniConfDir"] = "/var/lib/rancher/k3s/agent/etc/cni/net.d"
+    cfg = parse_config(raw)
+    conf = rendered_conf(cfg)
+    assert conf["confDir"] == "/var/lib/rancher/k3s/agent/etc/cni/net.d"
+    assert conf["kubeconfig"] == "/var/lib/rancher/k3s/agent/etc/cni/net.d/multus.d/multus.kubeconfig"
+    values = network_operator_values(cfg)["operator"]
+    assert values["cniNetworkDirectory"] == "/var/lib/rancher/k3s/agent/etc/cni/net.d"
     assert conf["name"] != conf["clusterNetwork"], "Multus would delegate to itself"
 
 

@@ -26,11 +26,12 @@ from tests.schema_helpers import assert_value_paths_exist, missing_value_paths
 
 DEFAULTS_VALUES = {
     "nfd": {"enabled": True, "deployNodeFeatureRules": True},
-    "operator": {"admissionController": {"enabled": False}},
+    "operator": {"admissionController": {"enabled": False}, "cniNetworkDirectory": "/etc/cni/net.d"},
 }
+#: The custom stack's nodes keep CNI confs in /var/lib/cni/conf (platform.multus.cniConfDir).
 CUSTOM_VALUES = {
     "nfd": {"enabled": True, "deployNodeFeatureRules": False},
-    "operator": {"admissionController": {"enabled": False}},
+    "operator": {"admissionController": {"enabled": False}, "cniNetworkDirectory": "/var/lib/cni/conf"},
 }
 DEFAULTS_NAMESPACE = {
     "apiVersion": "v1",
