@@ -65,62 +65,73 @@ MAX_NODE_NAME: Final = 253
 LINE_CHARS: Final = len(f" {colon_guid(0)} 127\n")
 CONFIG_HASH_ANNOTATION: Final = "gpuaas.io/config-hash"
 
-#: Idempotent per-node VF configuration (see the module docstring). Runs once, then stays Ready.
-#: ``SYSFS``/``READY``/``IDLE`` exist for the tests, which run it against a fake sysfs.
+#: Idempotent per-node VF configuration (see the module docstring). Applies the node's plan, then
+#: re-applies it whenever the plan file changes (the projected volume follows its ConfigMaps), so
+#: adding or changing nodes restarts no pod. ``SYSFS``/``READY``/``ONESHOT``/``PERIOD`` exist for
+#: the tests, which run it against a fake sysfs.
 CONFIGURE_VFS: Final = r"""set -euo pipefail
 sys="${SYSFS:-/sys}"
 ready="${READY:-/tmp/ready}"
 plan="$PLAN_DIR/$NODE_NAME"
-if [ ! -f "$plan" ]; then
-  echo "no GUID plan for node $NODE_NAME: not one of platform.nodes, nothing to do"
-  touch "$ready"; exec ${IDLE:-sleep infinity}
-fi
+trap 'exit 0' TERM
 host() { nsenter --target 1 --mount -- "$@"; }
-while read -r hca first n; do
-  [ -n "$hca" ] || continue
-  dev="$sys/class/infiniband/$hca/device"
-  [ -d "$dev" ] || { echo "$hca: no such RDMA device on $NODE_NAME" >&2; exit 1; }
-  if [ "$(cat "$dev/sriov_numvfs")" != "$n" ]; then
-    echo "$hca: sriov_numvfs -> $n"
-    echo 0 > "$dev/sriov_numvfs"
-    echo "$n" > "$dev/sriov_numvfs"
-  fi
-  pf=$(ls "$dev/net" | head -n 1)
-  for ((vf = 0; vf < n; vf++)); do
-    hex=$(printf '%016x' $((0x${first//:/} + vf)))
-    guid="${hex:0:2}:${hex:2:2}:${hex:4:2}:${hex:6:2}:${hex:8:2}:${hex:10:2}:${hex:12:2}:${hex:14:2}"
-    bdf=$(basename "$(readlink -f "$dev/virtfn$vf")")
-    have=$(cat "$sys"/bus/pci/devices/"$bdf"/infiniband/*/node_guid 2>/dev/null | tr -d ':' || true)
-    [ "$have" = "${guid//:/}" ] && continue
-    if [ -d "$dev/sriov/$vf" ]; then
-      echo "$guid" > "$dev/sriov/$vf/node"
-      echo "$guid" > "$dev/sriov/$vf/port"
-      echo Follow > "$dev/sriov/$vf/policy"
-    else
-      host ip link set "$pf" vf "$vf" node_guid "$guid" port_guid "$guid" state auto
+configure() {
+  while read -r hca first n; do
+    [ -n "$hca" ] || continue
+    dev="$sys/class/infiniband/$hca/device"
+    [ -d "$dev" ] || { echo "$hca: no such RDMA device on $NODE_NAME" >&2; exit 1; }
+    if [ "$(cat "$dev/sriov_numvfs")" != "$n" ]; then
+      echo "$hca: sriov_numvfs -> $n"
+      echo 0 > "$dev/sriov_numvfs"
+      echo "$n" > "$dev/sriov_numvfs"
     fi
-    echo "$bdf" > "$sys"/bus/pci/drivers/mlx5_core/unbind 2>/dev/null || true
-    echo "$bdf" > "$sys"/bus/pci/drivers/mlx5_core/bind
-    echo "$hca VF $vf ($bdf): GUID $guid"
-  done
-done < "$plan"
-touch "$ready"
-exec ${IDLE:-sleep infinity}
+    pf=$(ls "$dev/net" | head -n 1)
+    for ((vf = 0; vf < n; vf++)); do
+      hex=$(printf '%016x' $((0x${first//:/} + vf)))
+      guid="${hex:0:2}:${hex:2:2}:${hex:4:2}:${hex:6:2}:${hex:8:2}:${hex:10:2}:${hex:12:2}:${hex:14:2}"
+      bdf=$(basename "$(readlink -f "$dev/virtfn$vf")")
+      have=$(cat "$sys"/bus/pci/devices/"$bdf"/infiniband/*/node_guid 2>/dev/null | tr -d ':' || true)
+      [ "$have" = "${guid//:/}" ] && continue
+      if [ -d "$dev/sriov/$vf" ]; then
+        echo "$guid" > "$dev/sriov/$vf/node"
+        echo "$guid" > "$dev/sriov/$vf/port"
+        echo Follow > "$dev/sriov/$vf/policy"
+      else
+        host ip link set "$pf" vf "$vf" node_guid "$guid" port_guid "$guid" state auto
+      fi
+      echo "$bdf" > "$sys"/bus/pci/drivers/mlx5_core/unbind 2>/dev/null || true
+      echo "$bdf" > "$sys"/bus/pci/drivers/mlx5_core/bind
+      echo "$hca VF $vf ($bdf): GUID $guid"
+    done
+  done < "$plan"
+}
+applied=""
+while true; do
+  if [ -f "$plan" ]; then
+    sum=$(cksum < "$plan")
+    if [ "$sum" != "$applied" ]; then
+      configure
+      applied="$sum"
+      echo "VF plan of $NODE_NAME applied"
+    fi
+  elif [ -z "$applied" ]; then
+    echo "no GUID plan for node $NODE_NAME: not one of platform.nodes, nothing to do"
+    applied="none"
+  fi
+  touch "$ready"
+  [ -z "${ONESHOT:-}" ] || exit 0
+  sleep "${PERIOD:-30}" & wait $!
+done
 """
 
 
 def guid_table(onprem: OnPremPlatform, node: Node) -> str:
     """One node's plan: a line per HCA, ``<hca> <GUID of VF 0> <number of VFs>`` (colon form).
 
-    VF ``n`` gets GUID of VF 0 plus ``n``: the VF index is the scheme's lowest field
-    (:func:`components.guids.vf_guid`), checked here so the script's addition can never disagree.
+    VF ``n`` gets GUID of VF 0 plus ``n``: the VF index is the scheme's lowest field, and
+    :func:`components.guids.node_guids` builds exactly that range.
     """
-    lines = []
-    for hca, guids in node_guids(onprem, node).items():
-        if guids != list(range(guids[0], guids[0] + len(guids))):
-            raise ValueError(f"VF GUIDs of {node.name}/{hca} are not consecutive")
-        lines.append(f"{hca} {colon_guid(guids[0])} {len(guids)}\n")
-    return "".join(lines)
+    return "".join(f"{hca} {colon_guid(guids[0])} {len(guids)}\n" for hca, guids in node_guids(onprem, node).items())
 
 
 def guid_plan(cfg: StackConfig) -> dict[str, str]:
@@ -202,7 +213,8 @@ def daemonset(cfg: StackConfig, shards: Mapping[str, Mapping[str, str]] | None =
     """
     if shards is None:
         shards = guid_shards(cfg)
-    digest = config_hash(CONFIGURE_VFS, json.dumps(shards, sort_keys=True))
+    # The script, not the plan: pods pick plan changes up themselves (:data:`CONFIGURE_VFS`).
+    digest = config_hash(CONFIGURE_VFS)
     labels = {"app.kubernetes.io/name": DAEMONSET, **PART_OF}
     v = cfg.versions
     return {
@@ -211,13 +223,16 @@ def daemonset(cfg: StackConfig, shards: Mapping[str, Mapping[str, str]] | None =
         "metadata": {"name": DAEMONSET, "namespace": cfg.network.namespace, "labels": labels},
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": DAEMONSET}},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            # Restarting a pod leaves configured VFs alone, so a script or image change may roll
+            # a tenth of the fleet at once (one at a time would outlast Pulumi's rollout wait).
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
             "template": {
                 "metadata": {"labels": labels, "annotations": {CONFIG_HASH_ANNOTATION: digest}},
                 "spec": {
                     "hostNetwork": True,
                     "hostPID": True,
                     "priorityClassName": "system-node-critical",
+                    "terminationGracePeriodSeconds": 5,
                     "nodeSelector": dict(cfg.network.node_selector),
                     "tolerations": tolerations(cfg.network),
                     "containers": [

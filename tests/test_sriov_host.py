@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,27 +66,36 @@ class FakeNode:
                 if h % 2 == 0:
                     (dev / "sriov" / str(vf)).mkdir(parents=True)
 
-    def run(self, cfg: StackConfig) -> subprocess.CompletedProcess[str]:
+    def write_plan(self, cfg: StackConfig) -> None:
         plan_dir = self.tmp / "plan"
         plan_dir.mkdir(exist_ok=True)
         for shard in sriov_host.guid_shards(cfg).values():  # what the projected volume shows
             for name, text in shard.items():
                 (plan_dir / name).write_text(text)
+
+    def env(self) -> dict[str, str]:
         bin_dir = self.tmp / "bin"
         bin_dir.mkdir(exist_ok=True)
         (bin_dir / "nsenter").write_text(RECORDER)
         (bin_dir / "nsenter").chmod(0o755)
-        env = {
+        return {
             "PATH": f"{bin_dir}:{os.environ['PATH']}",
             "CALLS": str(self.tmp / "calls.log"),
             "SYSFS": str(self.sys),
             "READY": str(self.tmp / "ready"),
-            "IDLE": "true",
-            "PLAN_DIR": str(plan_dir),
+            "PLAN_DIR": str(self.tmp / "plan"),
             "NODE_NAME": self.node.name,
         }
+
+    def run(self, cfg: StackConfig) -> subprocess.CompletedProcess[str]:
+        self.write_plan(cfg)
         return subprocess.run(
-            ["bash", "-c", sriov_host.CONFIGURE_VFS], env=env, capture_output=True, text=True, timeout=60, check=False
+            ["bash", "-c", sriov_host.CONFIGURE_VFS],
+            env={**self.env(), "ONESHOT": "1"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
 
     def calls(self) -> list[str]:
@@ -167,6 +177,44 @@ def test_script_fails_on_a_missing_hca(tmp_path: Path) -> None:
     assert not (tmp_path / "ready").exists()
 
 
+def test_the_running_pod_applies_a_changed_plan_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """A plan change reaches a running pod through its volume: no restart, no DaemonSet roll."""
+    cfg = _stack()
+    assert cfg.onprem is not None
+    node = next(n for n in cfg.onprem.nodes if n.name == "gpu-node-05")
+    fake = FakeNode(tmp_path, cfg.onprem, node)
+    fake.build()
+    fake.write_plan(cfg)
+    proc = subprocess.Popen(
+        ["bash", "-c", sriov_host.CONFIGURE_VFS],
+        env={**fake.env(), "PERIOD": "0.1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        node_file = fake.hca_dir("mlx5_0") / "sriov/0/node"
+        _wait_for(lambda: node_file.exists() and node_file.read_text() == "02:00:00:00:00:00:50:00\n")
+        moved = _stack("0x0400000000000000")  # another GUID base: every VF's GUID changes
+        fake.write_plan(moved)
+        _wait_for(lambda: node_file.read_text() == "04:00:00:00:00:00:50:00\n")
+        # The last VF of the last HCA (odd: the ip link path), then the script only prints.
+        _wait_for(lambda: any("port_guid 04:00:00:00:00:00:57:05" in c for c in fake.calls()))
+        time.sleep(0.5)
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err  # SIGTERM ends the pod at once, cleanly
+    assert out.count("VF plan of gpu-node-05 applied") == 2
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
 def test_a_node_outside_the_plan_idles_ready(tmp_path: Path) -> None:
     cfg = _stack()
     assert cfg.onprem is not None
@@ -229,14 +277,18 @@ def test_adding_nodes_changes_no_other_shard() -> None:
     assert untouched, "the first shards of each group stay byte-identical"
 
 
-def test_daemonset_mounts_every_shard_and_rolls_when_a_plan_changes() -> None:
+def test_daemonset_mounts_every_shard_and_rolls_only_for_a_new_script() -> None:
     cfg = parse_config(_fleet(3000, hcas=16))
     shards = sriov_host.guid_shards(cfg)
     ds = sriov_host.daemonset(cfg)
     (volume,) = ds["spec"]["template"]["spec"]["volumes"]
     assert [s["configMap"]["name"] for s in volume["projected"]["sources"]] == list(shards)
     other = _fleet(3000, hcas=16)
-    other["platform"]["nodes"][-1]["id"] = 60_000
+    other["platform"]["nodes"][-1]["id"] = 60_000  # a new shard, and one node's plan moves
+    moved = sriov_host.daemonset(parse_config(other))
+    assert moved["spec"]["template"]["metadata"] == ds["spec"]["template"]["metadata"], "no roll for plan changes"
+    assert len(moved["spec"]["template"]["spec"]["volumes"][0]["projected"]["sources"]) == len(shards) + 1
     annotation = sriov_host.CONFIG_HASH_ANNOTATION
-    moved = sriov_host.daemonset(parse_config(other))["spec"]["template"]["metadata"]["annotations"][annotation]
-    assert moved != ds["spec"]["template"]["metadata"]["annotations"][annotation]
+    assert ds["spec"]["template"]["metadata"]["annotations"][annotation] == sriov_host.config_hash(
+        sriov_host.CONFIGURE_VFS
+    )
