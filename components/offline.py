@@ -53,6 +53,7 @@ class Record:
     ignore_changes: list[str]
     delete_before_replace: bool
     secret_outputs: list[str] = field(default_factory=list)
+    retain_on_delete: bool = False
 
 
 class _Mocks(pulumi.runtime.Mocks):
@@ -133,6 +134,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 protect=bool(request.protect),
                 ignore_changes=list(request.ignoreChanges),
                 delete_before_replace=bool(request.deleteBeforeReplace),
+                retain_on_delete=bool(request.retainOnDelete),
                 secret_outputs=list(request.additionalSecretOutputs),
             )
         )

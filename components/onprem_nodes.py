@@ -101,6 +101,11 @@ class OnPremNodes(pulumi.ComponentResource):
             self.patches[node] = k8s.core.v1.NodePatch(
                 f"{name}-{node}",
                 metadata=mig_guard.gated(gate, body["metadata"]),
-                opts=kube.child(self, list(depends_on)),
+                # Dropping a node from config leaves its labels as they are: deleting the patch
+                # would remove nvidia.com/mig.config, the GPU Operator would apply its default
+                # (all-disabled) and reset the node's GPUs under its pods.
+                opts=pulumi.ResourceOptions.merge(
+                    kube.child(self, list(depends_on)), pulumi.ResourceOptions(retain_on_delete=True)
+                ),
             )
         self.register_outputs({"nodes": sorted(self.patches)})

@@ -87,6 +87,26 @@ def _k8s_path(obj: Mapping[str, Any], record: Record) -> str:
     return f"k8s/{ns}/{kind}-{meta.get('name', record.name)}{suffix}.yaml"
 
 
+def _options_comment(record: Record) -> str:
+    """A comment line naming the Pulumi options that change how the object is managed, if any.
+
+    A comment keeps the file a plain manifest while the plan diff still shows, say, a team
+    namespace losing its ``protect``.
+    """
+    options = [
+        name
+        for name, on in (
+            ("protect", record.protect),
+            ("retainOnDelete", record.retain_on_delete),
+            ("deleteBeforeReplace", record.delete_before_replace),
+        )
+        if on
+    ]
+    if record.ignore_changes:
+        options.append(f"ignoreChanges {','.join(record.ignore_changes)}")
+    return f"# pulumi options: {'; '.join(options)}\n" if options else ""
+
+
 def _helm(record: Record) -> tuple[str, dict[str, Any]]:
     i = record.inputs
     ns = i.get("namespace", "default")
@@ -136,7 +156,7 @@ def plan_files(run: Run) -> dict[str, str]:
             put(path, dump(doc))
         elif r.type.startswith("kubernetes:"):
             obj = manifest(r)
-            put(_k8s_path(obj, r), dump(obj))
+            put(_k8s_path(obj, r), _options_comment(r) + dump(obj))
         elif r.type.startswith("azure-native:"):
             path, doc = _azure(r)
             put(path, dump(doc))

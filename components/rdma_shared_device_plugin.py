@@ -32,10 +32,14 @@ CONFIG_DIR = "/k8s-rdma-shared-dev-plugin"
 DAEMONSET = "rdma-shared-dp-ds"
 #: Mellanox (NVIDIA networking) PCI vendor id.
 MELLANOX_VENDOR = "15b3"
-#: PCI device ids of ConnectX physical functions: ConnectX-6 101b, ConnectX-7 1021, ConnectX-8
-#: 1023 (their VFs are 101c / 101e / 101e; sriov-network-operator's supported NIC ids, see
-#: ../shared/reference/domain.md §3). On-prem with SR-IOV partitions the plugin takes PFs only.
-CONNECTX_PF_DEVICE_IDS = ("101b", "1021", "1023")
+#: PCI device ids of the InfiniBand-capable ConnectX/BlueField physical functions in the
+#: sriov-network-operator's supported-NIC list (network-operator v26.4.1 chart): ConnectX-4 1013,
+#: ConnectX-5 1017, ConnectX-5 Ex 1019, ConnectX-6 101b, ConnectX-7 1021, ConnectX-8 1023,
+#: ConnectX-9 1025, BlueField-3 a2dc. Their VFs (1014, 1016, 1018, 101a, 101c, 101e) are left
+#: out: on-prem with SR-IOV partitions the plugin takes PFs only (../shared/reference/domain.md §3).
+CONNECTX_PF_DEVICE_IDS = ("1013", "1017", "1019", "101b", "1021", "1023", "1025", "a2dc")
+#: The VF device ids of the same families, for the tests' disjointness check.
+CONNECTX_VF_DEVICE_IDS = ("1014", "1016", "1018", "101a", "101c", "101e")
 
 
 def nic_cluster_policy_section(cfg: StackConfig) -> bool:

@@ -13,6 +13,7 @@ from components.gpu_operator import device_plugin_configs, mig_parted_configmap
 from components.loader import parse_config
 from components.offline import Run, run_program
 from components.onprem_nodes import DEVICE_PLUGIN_CONFIG_LABEL, OWNED_LABELS, node_labels, node_patch, pool_labels
+from components.plan import plan_files
 from tests.conftest import qualified, raw_stack
 
 K8S_VERSION = "1.33.0"
@@ -127,3 +128,13 @@ def test_node_patches_are_stable_under_reordering(run_of: Callable[[str], Run]) 
     assert sorted(reordered) == sorted(original)
     for name, record in original.items():
         assert reordered[name].inputs == record.inputs
+
+
+def test_dropping_a_node_from_config_leaves_its_labels(run_of: Callable[[str], Run]) -> None:
+    """Deleting the patch would drop mig.config and let the GPU Operator reset the node's GPUs."""
+    patches = [r for r in run_of("onprem").records if r.type == "kubernetes:core/v1:NodePatch"]
+    assert patches and all(r.retain_on_delete for r in patches)
+    files = plan_files(run_of("onprem"))
+    assert files["k8s/_cluster/Node-gpu-node-01.patch.yaml"].startswith("# pulumi options: retainOnDelete\n")
+    assert files["k8s/_cluster/Namespace-vision.yaml"].startswith("# pulumi options: protect\n")
+    assert not files["k8s/_cluster/Namespace-gpu-operator.yaml"].startswith("#")

@@ -17,6 +17,7 @@ from components.network_operator import NetworkArgs
 from components.nic_cluster_policy import nic_cluster_policy
 from components.offline import Run, run_program
 from components.rdma_shared_device_plugin import (
+    CONNECTX_VF_DEVICE_IDS,
     RdmaSharedDevicePlugin,
     config_map,
     daemonset,
@@ -32,7 +33,7 @@ ONPREM_PF_SELECTORS = {
     "vendors": ["15b3"],
     "drivers": ["mlx5_core"],
     "linkTypes": ["infiniband"],
-    "deviceIDs": ["101b", "1021", "1023"],
+    "deviceIDs": ["1013", "1017", "1019", "101b", "1021", "1023", "1025", "a2dc"],
 }
 
 # --------------------------------------------------------------------------------------------
@@ -274,7 +275,9 @@ def test_component_refuses_the_non_standalone_modes() -> None:
 def test_team_vfs_never_join_the_shared_pool() -> None:
     """A VF in the shared pool would give any pod its partition's GUID, past quota and NAD."""
     with_partitions = plugin_config(defaults())["configList"][0]["selectors"]
-    assert set(with_partitions["deviceIDs"]).isdisjoint({"101c", "101e"}), "ConnectX VF device ids"
+    assert set(with_partitions["deviceIDs"]).isdisjoint(CONNECTX_VF_DEVICE_IDS)
+    # ConnectX-5 (EDR) and ConnectX-7 (NDR) PFs are common on-prem: both stay in the pool.
+    assert {"1017", "1021"} <= set(with_partitions["deviceIDs"])
     raw = raw_stack("onprem")
     raw["teams"] = [{"name": "interns"}]
     del raw["platform"]["multus"]
