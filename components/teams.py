@@ -7,11 +7,12 @@ Per team (``gpuaas:teams[*]``), in the team's namespace:
   unlimited on the nodes, so baseline (which forbids adding IPC_LOCK) still runs RDMA pods;
   ``privileged`` only where ``team.privileged`` says so (kubernetes.io, Pod Security Standards).
 * **ResourceQuota** and **LimitRange** (:mod:`components.quotas`).
-* **Role** to run workloads, read its own quota/limits and read NetworkAttachmentDefinitions:
-  the built-in ``edit``/``admin`` roles grant NADs to nobody (a CRD is in no aggregated role
-  unless it says so), and only *read* on quotas (kubernetes/kubernetes bootstrappolicy/policy.go).
-  Teams cannot create NADs, so a tenant cannot write its own ``pkey`` or GUID.
-* **RoleBinding** of ``team.groups`` to that Role.
+* **RoleBinding** of ``team.groups`` to the one ``gpuaas-team-member`` **ClusterRole** (shared by
+  all teams, namespace-scoped through the binding): run workloads, read its own quota/limits and
+  read NetworkAttachmentDefinitions. The built-in ``edit``/``admin`` roles grant NADs to nobody
+  (a CRD is in no aggregated role unless it says so), and only *read* on quotas
+  (kubernetes/kubernetes bootstrappolicy/policy.go). Teams cannot create NADs, so a tenant
+  cannot write its own ``pkey`` or GUID.
 * On-prem, with a partition: the **NetworkAttachmentDefinition** ``ib-<team>`` of type ``ib-sriov``
   whose ``k8s.v1.cni.cncf.io/resourceName`` is the partition's VF pool
   (:func:`components.resources.sriov_resource`; k8snetworkplumbingwg/ib-sriov-cni
@@ -54,7 +55,7 @@ from components.types import format_pkey, full_member_pkey
 #: Label on every team namespace; the admission policies' namespaceSelector matches on it.
 TEAM_LABEL: Final = "gpuaas.io/team"
 PART_OF: Final = resources.PART_OF
-#: Name of the workload Role and RoleBinding in every team namespace.
+#: Name of the workload ClusterRole and of the RoleBinding in every team namespace.
 ROLE: Final = "gpuaas-team-member"
 QUOTA: Final = "gpuaas-team-quota"
 LIMITS: Final = "gpuaas-team-defaults"
@@ -118,12 +119,17 @@ _WRITE = ["get", "list", "watch", "create", "update", "patch", "delete", "delete
 _READ = ["get", "list", "watch"]
 
 
-def role(team: Team) -> Manifest:
-    """Run workloads; read quota, limits and the team's NADs (``edit`` covers no NADs)."""
+def cluster_role() -> Manifest:
+    """Run workloads; read quota, limits and the team's NADs (``edit`` covers no NADs).
+
+    One ClusterRole, granted per team namespace by that team's RoleBinding: bound by a
+    RoleBinding it gives nothing outside the namespace (Kubernetes RBAC docs, "RoleBinding
+    examples"), and every team gets the same rules from one definition instead of a copy each.
+    """
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": _meta(ROLE, team.ns),
+        "kind": "ClusterRole",
+        "metadata": _meta(ROLE),
         "rules": [
             {
                 "apiGroups": [""],
@@ -150,14 +156,14 @@ def role(team: Team) -> Manifest:
 
 
 def role_binding(team: Team) -> Manifest | None:
-    """Bind ``team.groups`` to the team Role; ``None`` when the team names no groups."""
+    """Bind ``team.groups`` to :func:`cluster_role` in the team namespace; ``None`` without groups."""
     if not team.groups:
         return None
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": _meta(ROLE, team.ns),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROLE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE},
         "subjects": [
             {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g} for g in sorted(team.groups)
         ],
@@ -287,7 +293,6 @@ def team_objects(cfg: StackConfig, team: Team) -> dict[str, Manifest]:
         "namespace": namespace(cfg, team),
         "quota": resource_quota(cfg, team),
         "limits": limit_range(team),
-        "role": role(team),
         "rolebinding": role_binding(team),
         "nad": nad(cfg, team),
         "ippool": ip_pool(cfg, team),
@@ -338,6 +343,7 @@ class Teams(pulumi.ComponentResource):
         super().__init__("gpuaas:index:Teams", name, None, opts)
         self.namespaces = {}
         self.exports = {}
+        member = kube.apply(f"{name}-member-role", cluster_role(), kube.child(self, list(depends_on)))
         for team in cfg.teams:
             objects = team_objects(cfg, team)
             # Protected: a config edit that drops the team must not delete its workloads in passing.
@@ -345,6 +351,7 @@ class Teams(pulumi.ComponentResource):
             ns = kube.apply(f"{name}-{team.name}-namespace", objects.pop("namespace"), ns_opts)
             self.namespaces[team.name] = ns
             for role_name, manifest in objects.items():
-                kube.apply(f"{name}-{team.name}-{role_name}", manifest, kube.child(self, [ns, *depends_on]))
+                after = [ns, member] if role_name == "rolebinding" else [ns]
+                kube.apply(f"{name}-{team.name}-{role_name}", manifest, kube.child(self, [*after, *depends_on]))
             self.exports[team.name] = team_export(cfg, team)
         self.register_outputs({"teams": self.exports})

@@ -38,7 +38,7 @@ def nv_ipam() -> StackConfig:
 
 def all_objects(cfg: StackConfig) -> list[dict[str, Any]]:
     objs = [o for t in cfg.teams for o in teams.team_objects(cfg, t).values()]
-    objs += list(admission.admission_objects(cfg).values())
+    objs += [teams.cluster_role(), *admission.admission_objects(cfg).values()]
     if cfg.onprem is not None:
         objs += [opensm.config_map(cfg), *sriov_host.guid_config_maps(cfg), sriov_host.daemonset(cfg)]
     return objs
@@ -189,7 +189,12 @@ def test_namespace_role_and_binding(cfg_of: Any) -> None:
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
     priv = team.model_copy(update={"privileged": True})
     assert teams.namespace(cfg, priv)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    rules = teams.role(team)["rules"]
+    role = teams.cluster_role()
+    assert role["kind"] == "ClusterRole" and "namespace" not in role["metadata"]
+    binding = teams.role_binding(team)
+    assert binding is not None and binding["metadata"]["namespace"] == team.ns
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": teams.ROLE}
+    rules = role["rules"]
     nad_rule = next(r for r in rules if r["apiGroups"] == ["k8s.cni.cncf.io"])
     assert nad_rule == {
         "apiGroups": ["k8s.cni.cncf.io"],
