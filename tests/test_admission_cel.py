@@ -41,9 +41,9 @@ from celpy.evaluation import CELEvalError, Evaluator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tests.test_teams as mirror_tests
 from components import admission, teams
 from components.loader import parse_config
+from tests.admission_cases import ALLOWED, REFUSED
 from tests.conftest import raw_stack
 
 NS: Final = "vision"
@@ -413,50 +413,7 @@ def test_celpy_hands_the_module_regexes_through_unchanged() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Networks policy: real CEL against the mirror, on the mirror's own cases (copied from
-# tests/test_teams.py, where they are inline in parametrize; test_cases_cover_test_teams keeps
-# the copy complete).
-
-ALLOWED: Final = [
-    "",
-    "ib-vision",
-    "ib-vision@ib0, other-net",
-    "vision/ib-vision",
-    " vision/ib-vision@net1",
-    '[{"name":"ib-vision"}]',
-    '[{"name": "ib-vision", "namespace": "vision", "interface": "net1", "ips": ["10.0.0.1/24"]}]',
-    '[{"name":"x","ips":["fd00::1/64"],"mac":"02:00:00:00:00:01","default-route":["10.0.0.1"]}]',
-]
-REFUSED: Final[list[tuple[str, set[str]]]] = [
-    ("speech/ib-speech", {"text-namespace"}),
-    ("ib-vision, speech/ib-speech", {"text-namespace"}),
-    ("visionx/ib", {"text-namespace"}),
-    ("default/ib", {"text-namespace"}),
-    ('[{"name":"ib-speech","namespace":"speech"}]', {"json-namespace"}),
-    ('[{"name":"ib","namespace":"vision"},{"name":"ib","namespace":"default"}]', {"json-namespace"}),
-    ('[{"name":"ib","namespace":"vision-x"}]', {"json-namespace"}),
-    ('[{"name":"ib","namespace":"vision","namespace":"speech"}]', {"json-namespace"}),
-    ('[{"name":"ib","cni-args":{"guid":"02:00:00:00:00:00:10:00"}}]', {"no-cni-args", "allowed-keys"}),
-    ('[{"name":"ib","CNI-Args":{"guid":"x"}}]', {"no-cni-args", "allowed-keys"}),
-    ('[{"name":"ib","infiniband-guid":"02:00:00:00:00:00:10:00"}]', {"no-cni-args", "allowed-keys"}),
-    ('[{"name":"ib","Namespace":"speech"}]', {"allowed-keys"}),
-    ('[{"name":"ib","portMappings":[]}]', {"allowed-keys"}),
-    ('[{"name":"ib","names\\u0070ace":"speech"}]', {"alphabet"}),
-    ('[{"name":"ib","nameſpace":"speech"}]', {"alphabet"}),
-]
-
-
-def _parametrized(test: Callable[..., None]) -> list[Any]:
-    marks = [m for m in getattr(test, "pytestmark", []) if m.name == "parametrize"]
-    assert len(marks) == 1, f"{test.__name__} is no longer one @pytest.mark.parametrize: update this file"
-    return list(marks[0].args[1])
-
-
-def test_cases_cover_test_teams() -> None:
-    """Every case of the mirror's tests in tests/test_teams.py is run here against real CEL."""
-    assert set(_parametrized(mirror_tests.test_networks_allowed)) <= set(ALLOWED)
-    refused = {(v, frozenset(c)) for v, c in REFUSED}
-    assert {(v, frozenset(c)) for v, c in _parametrized(mirror_tests.test_networks_refused)} <= refused
+# Networks policy: real CEL against the mirror, on the cases of tests/admission_cases.py.
 
 
 @pytest.mark.parametrize("value", ALLOWED)

@@ -19,6 +19,7 @@ from components.config import StackConfig
 from components.loader import parse_config
 from components.offline import run_program
 from components.rules import capacity
+from tests.admission_cases import ALLOWED, REFUSED
 from tests.conftest import qualified, raw_stack
 from tests.schema_helpers import crd_schema, strict, validate_against_crd
 
@@ -251,43 +252,12 @@ NS = "vision"
 NET = admission.NETWORKS_ANNOTATION
 
 
-@pytest.mark.parametrize(
-    "value",
-    [
-        "",
-        "ib-vision",
-        "ib-vision@ib0, other-net",
-        "vision/ib-vision",
-        " vision/ib-vision@net1",
-        '[{"name":"ib-vision"}]',
-        '[{"name": "ib-vision", "namespace": "vision", "interface": "net1", "ips": ["10.0.0.1/24"]}]',
-        '[{"name":"x","ips":["fd00::1/64"],"mac":"02:00:00:00:00:01","default-route":["10.0.0.1"]}]',
-    ],
-)
+@pytest.mark.parametrize("value", ALLOWED)
 def test_networks_allowed(value: str) -> None:
     assert admission.networks_violations({NET: value} if value else {}, NS) == []
 
 
-@pytest.mark.parametrize(
-    ("value", "checks"),
-    [
-        ("speech/ib-speech", {"text-namespace"}),
-        ("ib-vision, speech/ib-speech", {"text-namespace"}),
-        ("visionx/ib", {"text-namespace"}),
-        ("default/ib", {"text-namespace"}),
-        ('[{"name":"ib-speech","namespace":"speech"}]', {"json-namespace"}),
-        ('[{"name":"ib","namespace":"vision"},{"name":"ib","namespace":"default"}]', {"json-namespace"}),
-        ('[{"name":"ib","namespace":"vision-x"}]', {"json-namespace"}),
-        ('[{"name":"ib","namespace":"vision","namespace":"speech"}]', {"json-namespace"}),
-        ('[{"name":"ib","cni-args":{"guid":"02:00:00:00:00:00:10:00"}}]', {"no-cni-args", "allowed-keys"}),
-        ('[{"name":"ib","CNI-Args":{"guid":"x"}}]', {"no-cni-args", "allowed-keys"}),
-        ('[{"name":"ib","infiniband-guid":"02:00:00:00:00:00:10:00"}]', {"no-cni-args", "allowed-keys"}),
-        ('[{"name":"ib","Namespace":"speech"}]', {"allowed-keys"}),
-        ('[{"name":"ib","portMappings":[]}]', {"allowed-keys"}),
-        ('[{"name":"ib","names\\u0070ace":"speech"}]', {"alphabet"}),
-        ('[{"name":"ib","nameſpace":"speech"}]', {"alphabet"}),
-    ],
-)
+@pytest.mark.parametrize(("value", "checks"), REFUSED)
 def test_networks_refused(value: str, checks: set[str]) -> None:
     assert checks <= set(admission.networks_violations({NET: value}, NS))
 
