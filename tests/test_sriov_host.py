@@ -115,17 +115,23 @@ def _stack(base: str | None = None) -> StackConfig:
     return parse_config(raw)
 
 
-@pytest.mark.parametrize("base", [None, "0xfe00000000000000"], ids=["default-base", "high-bit-base"])
-def test_script_writes_exactly_the_planned_guids(tmp_path: Path, base: str | None) -> None:
+def _fake(tmp_path: Path, node_name: str, base: str | None = None) -> tuple[StackConfig, FakeNode]:
+    """The checked-in onprem stack (optionally another GUID base) and a fake host for one of its nodes."""
     cfg = _stack(base)
     assert cfg.onprem is not None
-    node = next(n for n in cfg.onprem.nodes if n.name == "gpu-node-05")
-    fake = FakeNode(tmp_path, cfg.onprem, node)
+    node = next(n for n in cfg.onprem.nodes if n.name == node_name)
+    return cfg, FakeNode(tmp_path, cfg.onprem, node)
+
+
+@pytest.mark.parametrize("base", [None, "0xfe00000000000000"], ids=["default-base", "high-bit-base"])
+def test_script_writes_exactly_the_planned_guids(tmp_path: Path, base: str | None) -> None:
+    cfg, fake = _fake(tmp_path, "gpu-node-05", base)
+    assert cfg.onprem is not None
     fake.build()
     result = fake.run(cfg)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "ready").exists()
-    want = node_guids(cfg.onprem, node)
+    want = node_guids(cfg.onprem, fake.node)
     ip_link = []
     for h, (hca, guids) in enumerate(want.items()):
         assert fake.hca_dir(hca).joinpath("sriov_numvfs").read_text().strip() == str(len(guids))
@@ -147,11 +153,9 @@ def test_script_writes_exactly_the_planned_guids(tmp_path: Path, base: str | Non
 
 
 def test_script_leaves_configured_vfs_alone(tmp_path: Path) -> None:
-    cfg = _stack()
+    cfg, fake = _fake(tmp_path, "gpu-node-02")
     assert cfg.onprem is not None
-    node = next(n for n in cfg.onprem.nodes if n.name == "gpu-node-02")
-    want = list(node_guids(cfg.onprem, node).values())
-    fake = FakeNode(tmp_path, cfg.onprem, node)
+    want = list(node_guids(cfg.onprem, fake.node).values())
     fake.build(numvfs=cfg.onprem.fabric.vfs_per_hca, current=lambda h, vf: _sysfs_form(want[h][vf]))
     result = fake.run(cfg)
     assert result.returncode == 0, result.stderr
@@ -162,10 +166,8 @@ def test_script_leaves_configured_vfs_alone(tmp_path: Path) -> None:
 
 
 def test_script_fails_on_a_missing_hca(tmp_path: Path) -> None:
-    cfg = _stack()
+    cfg, fake = _fake(tmp_path, "gpu-node-01")
     assert cfg.onprem is not None
-    node = next(n for n in cfg.onprem.nodes if n.name == "gpu-node-01")
-    fake = FakeNode(tmp_path, cfg.onprem, node)
     fake.build()
     (fake.sys / "class/infiniband/mlx5_7/device/sriov_numvfs").unlink()
     for p in sorted((fake.sys / "class/infiniband/mlx5_7").rglob("*"), reverse=True):
@@ -179,10 +181,8 @@ def test_script_fails_on_a_missing_hca(tmp_path: Path) -> None:
 
 def test_the_running_pod_applies_a_changed_plan_and_stops_on_sigterm(tmp_path: Path) -> None:
     """A plan change reaches a running pod through its volume: no restart, no DaemonSet roll."""
-    cfg = _stack()
+    cfg, fake = _fake(tmp_path, "gpu-node-05")
     assert cfg.onprem is not None
-    node = next(n for n in cfg.onprem.nodes if n.name == "gpu-node-05")
-    fake = FakeNode(tmp_path, cfg.onprem, node)
     fake.build()
     fake.write_plan(cfg)
     proc = subprocess.Popen(
