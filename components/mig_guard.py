@@ -26,13 +26,11 @@ import pulumi
 
 from components.config import GpuSharing, StackConfig
 from components.errors import ConfigError, Issue
-from components.resources import NODE_GROUP_LABEL
+from components.resources import AKS_POOL_LABEL, NODE_GROUP_LABEL
 from components.rules import layout_name, sharing_groups
 
 T = TypeVar("T")
 
-#: Node label AKS puts on every node of an agent pool.
-AKS_POOL_LABEL = "kubernetes.azure.com/agentpool"
 
 #: The stack output holding each group's applied layout: what the next run compares against.
 OUTPUT: str = "migLayouts"

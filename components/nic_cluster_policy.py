@@ -39,10 +39,11 @@ import pulumi
 from components import k8s as kube
 from components import multus
 from components import rdma_shared_device_plugin as rdma
-from components.config import OnPremPartition, StackConfig
+from components.config import StackConfig
 from components.k8s import Manifest
 from components.network_operator import NetworkArgs, node_affinity, tolerations
 from components.resources import PART_OF, SRIOV_PREFIX, sriov_resource_name
+from components.rules import sriov_partitions
 from components.types import full_member_pkey
 
 NAME = "nic-cluster-policy"
@@ -90,14 +91,6 @@ def ofed_driver(cfg: StackConfig) -> dict[str, Any]:
         "livenessProbe": {"initialDelaySeconds": 30, "periodSeconds": 30},
         "readinessProbe": {"initialDelaySeconds": 10, "periodSeconds": 30},
     }
-
-
-def sriov_partitions(cfg: StackConfig) -> list[tuple[str, OnPremPartition]]:
-    """``(team name, partition)`` of every on-prem team partition, sorted by team name."""
-    return sorted(
-        ((t.name, t.partition) for t in cfg.teams if isinstance(t.partition, OnPremPartition)),
-        key=lambda item: item[0],
-    )
 
 
 def sriov_device_plugin_config(cfg: StackConfig) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from components.rules import layout_name
 #: The device-plugin config key of a node (NVIDIA/k8s-device-plugin README, "Multiple configs").
 DEVICE_PLUGIN_CONFIG_LABEL: Final = resources.DEVICE_PLUGIN_CONFIG_LABEL
 #: Every label gpuaas owns on a GPU node; nothing else on a node is touched.
-OWNED_LABELS: Final = frozenset({resources.MIG_CONFIG_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, resources.NODE_GROUP_LABEL})
+OWNED_LABELS: Final = resources.OWNED_NODE_LABELS
 
 
 def group_labels(group: str, sharing: GpuSharing) -> dict[str, str]:

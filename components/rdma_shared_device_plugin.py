@@ -21,10 +21,11 @@ from typing import Any
 import pulumi
 
 from components import k8s as kube
-from components.config import OnPremPartition, StackConfig
+from components.config import StackConfig
 from components.k8s import Manifest
 from components.network_operator import NetworkArgs, tolerations
 from components.resources import PART_OF, rdma_shared_resource
+from components.rules import sriov_partitions
 
 #: The plugin reads ``/k8s-rdma-shared-dev-plugin/config.json`` (upstream daemonset.yaml).
 CONFIG_MAP = "rdma-devices"
@@ -57,11 +58,6 @@ def resource(cfg: StackConfig) -> str:
     return rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name)
 
 
-def sriov_partitions_present(cfg: StackConfig) -> bool:
-    """Whether on-prem team partitions put VFs on the nodes."""
-    return cfg.onprem is not None and any(isinstance(t.partition, OnPremPartition) for t in cfg.teams)
-
-
 def plugin_config(cfg: StackConfig) -> dict[str, Any]:
     """The plugin's ``config.json`` (identical in both forms).
 
@@ -80,7 +76,7 @@ def plugin_config(cfg: StackConfig) -> dict[str, Any]:
         "drivers": ["mlx5_core"],
         "linkTypes": ["infiniband"],
     }
-    if sriov_partitions_present(cfg):
+    if cfg.onprem is not None and sriov_partitions(cfg):
         selectors["deviceIDs"] = list(CONNECTX_PF_DEVICE_IDS)
     return {
         "configList": [

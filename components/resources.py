@@ -56,4 +56,6 @@ MIG_CONFIG_LABEL: Final = "nvidia.com/mig.config"
 #: The device-plugin config key of a node (NVIDIA/k8s-device-plugin README, "Multiple configs").
 DEVICE_PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
 #: Every label gpuaas owns on a GPU node; ``gpuPools[].labels`` may not set them.
+#: AKS puts this label on every node of an agent pool (AKS docs, "Use labels in an AKS cluster").
+AKS_POOL_LABEL: Final = "kubernetes.azure.com/agentpool"
 OWNED_NODE_LABELS: Final = frozenset({NODE_GROUP_LABEL, MIG_CONFIG_LABEL, DEVICE_PLUGIN_CONFIG_LABEL})

@@ -457,6 +457,14 @@ def group_capacity(cfg: StackConfig, group: str, sharing: GpuSharing, model: str
     return dict(out)
 
 
+def sriov_partitions(cfg: StackConfig) -> list[tuple[str, OnPremPartition]]:
+    """``(team name, partition)`` of every on-prem team partition, sorted by team name."""
+    return sorted(
+        ((t.name, t.partition) for t in cfg.teams if isinstance(t.partition, OnPremPartition)),
+        key=lambda item: item[0],
+    )
+
+
 def vfs_per_partition(cfg: StackConfig) -> int:
     """VFs (and so GUIDs) bound to one partition on-prem: one per HCA of every node."""
     p = cfg.onprem

@@ -179,20 +179,21 @@ def guid_shards(cfg: StackConfig) -> dict[str, dict[str, str]]:
     return dict(sorted(shards.items()))
 
 
-def plan_bytes(cfg: StackConfig) -> int:
-    return sum(len(k) + len(v) for k, v in guid_plan(cfg).items())
+def guid_config_maps(cfg: StackConfig, shards: Mapping[str, Mapping[str, str]] | None = None) -> list[Manifest]:
+    """One ConfigMap per shard; the DaemonSet mounts them all into one directory.
 
-
-def guid_config_maps(cfg: StackConfig) -> list[Manifest]:
-    """One ConfigMap per shard; the DaemonSet mounts them all into one directory."""
+    ``shards``: :func:`guid_shards` when the caller has them.
+    """
+    if shards is None:
+        shards = guid_shards(cfg)
     return [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": shard, "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
-            "data": data,
+            "data": dict(data),
         }
-        for shard, data in guid_shards(cfg).items()
+        for shard, data in shards.items()
     ]
 
 
@@ -310,7 +311,7 @@ class SriovHost(pulumi.ComponentResource):
         shards = guid_shards(cfg)
         plans = [
             kube.apply(f"{name}-{cm['metadata']['name']}", cm, kube.child(self, list(depends_on)))
-            for cm in guid_config_maps(cfg)
+            for cm in guid_config_maps(cfg, shards)
         ]
         self.daemonset = kube.apply(
             f"{name}-daemonset", daemonset(cfg, shards), kube.child(self, [*plans, *depends_on])

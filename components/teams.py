@@ -64,7 +64,7 @@ POOL_LABEL: Final = "gpuaas.io/node-pool"
 #: ConfigMap with the scheduling defaults of an AKS team (the pool policy's parameter).
 SCHEDULING: Final = "gpuaas-scheduling"
 #: Node label AKS puts on every node of an agent pool.
-AKS_POOL_LABEL: Final = "kubernetes.azure.com/agentpool"
+AKS_POOL_LABEL: Final = resources.AKS_POOL_LABEL
 #: NetworkAttachmentDefinition annotation tying a NAD to a device-plugin pool.
 RESOURCE_NAME_ANNOTATION: Final = "k8s.v1.cni.cncf.io/resourceName"
 

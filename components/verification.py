@@ -46,7 +46,7 @@ from components import k8s as kube
 from components.catalog import ND_SKUS
 from components.config import AksPartition, GpuPool, OnPremPartition, StackConfig
 from components.k8s import Manifest
-from components.resources import GPU, rdma_shared_resource, sriov_resource
+from components.resources import AKS_POOL_LABEL, GPU, rdma_shared_resource, sriov_resource
 from components.teams import nad_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,8 +68,6 @@ SCRIPTS_DIR: Final = "/opt/gpuaas"
 SECONDARY_IFNAME: Final = "net1"
 #: Seconds a proof may take end to end (image pull and the three NCCL runs included).
 DEADLINE_SECONDS: Final = 1800
-#: AKS puts this label on every node of an agent pool (AKS docs, "Use labels in an AKS cluster").
-AKS_POOL_LABEL: Final = "kubernetes.azure.com/agentpool"
 MULTUS_NETWORKS: Final = "k8s.v1.cni.cncf.io/networks"
 SKIP_AWAIT: Final = "pulumi.com/skipAwait"
 
