@@ -257,9 +257,10 @@ class ControlPlane:
         return self
 
     def restart_apiserver(self, timeout: float = 120.0) -> None:
-        """Stop and start kube-apiserver on the same port and etcd (state must survive)."""
+        """Kill and start kube-apiserver on the same port and etcd (state must survive)."""
         api = next(p for p in self.procs if p.name == "kube-apiserver")
-        api.popen.terminate()
+        # SIGKILL: a crash, not a drain (a graceful stop waits for the watches of its clients).
+        api.popen.kill()
         api.popen.wait(timeout=30)
         self.procs.remove(api)
         self.start_apiserver()

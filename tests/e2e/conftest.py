@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from components.offline import Run
 from e2e.controlplane import ControlPlane
+from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import Applied, apply_plan, upstream_available
 from tests.conftest import offline_run
 
@@ -62,7 +64,7 @@ class AppliedStack:
         self.cp, self.run, self.applied = cp, run, applied
 
     @property
-    def kube(self):  # type: ignore[no-untyped-def]
+    def kube(self) -> Kube:
         return self.cp.kube
 
 
@@ -86,3 +88,17 @@ def onprem(pytestconfig: pytest.Config) -> Iterator[AppliedStack]:
 @pytest.fixture(scope="session")
 def aks(pytestconfig: pytest.Config) -> Iterator[AppliedStack]:
     yield from _applied(pytestconfig, "aks")
+
+
+def wait_until_refused(kube: Kube, obj: dict[str, Any], who: Identity | None, text: str, timeout: float = 60) -> None:
+    """Wait until the server refuses ``obj`` with ``text``: admission policies take effect a moment
+    after they are stored (the API server loads and type-checks them asynchronously)."""
+
+    def refused() -> bool:
+        try:
+            kube.create(obj, as_=who, dry_run=True)
+        except ApiError as e:
+            return text in e.message
+        return False
+
+    kube.wait_for(f"the server refuses {obj['kind']} {obj['metadata'].get('name')} with {text!r}", refused, timeout)
