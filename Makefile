@@ -61,7 +61,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check components tests e2e
 
 typecheck: $(VENV)/.installed
-	$(BIN)/mypy --strict components
+	$(BIN)/mypy --strict components e2e
 
 ## unit: the fast offline suite alone (mocks, schemas, scripts against fake hosts): the quick loop.
 unit: $(VENV)/.installed $(TOOLS_STAMP)

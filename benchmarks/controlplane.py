@@ -61,7 +61,7 @@ def main() -> int:
                 "reapply_s": round(second, 1),
                 "server": cp.version(),
             }
-        except Exception as e:  # noqa: BLE001 - a refused plan is a result to report
+        except Exception as e:
             row = {"case": label, "error": str(e)[:300]}
         finally:
             cp.stop()

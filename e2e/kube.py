@@ -15,7 +15,7 @@ import json
 import ssl
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +284,3 @@ class Kube:
                 return last
             time.sleep(every)
         raise TimeoutError(f"{what}: not reached in {timeout:.0f} s (last: {last!r})")
-
-    def apply_all(self, objs: Iterable[Obj], manager: str = "gpuaas-e2e") -> list[Obj]:
-        return [self.apply(o, manager) for o in objs]

@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 E2E = Path(__file__).resolve().parent
 
@@ -109,13 +110,12 @@ def required_versions(module_dir: Path) -> dict[str, str]:
     ).stdout
     versions: dict[str, str] = {}
     for chunk in _json_stream(out):
-        path = chunk["Path"]
         rep = chunk.get("Replace") or {}
-        versions[path] = rep.get("Version") or chunk.get("Version", "")
+        versions[str(chunk["Path"])] = str(rep.get("Version") or chunk.get("Version", ""))
     return versions
 
 
-def _json_stream(text: str) -> list[dict[str, object]]:
+def _json_stream(text: str) -> list[dict[str, Any]]:
     dec = json.JSONDecoder()
     i, items = 0, []
     while i < len(text):
@@ -206,7 +206,8 @@ def _download_json(module: str, version: str, cwd: Path) -> dict[str, str]:
         capture_output=True,
         text=True,
     )
-    return json.loads(res.stdout)
+    info: dict[str, str] = json.loads(res.stdout)
+    return info
 
 
 def staging_replaces(upstream_gomod: str, version: str) -> list[tuple[str, str]]:
