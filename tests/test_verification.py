@@ -551,6 +551,9 @@ def test_probe_pods_each_in_their_own_namespace_with_their_own_network(cfg_of: C
         (apart,) = tmpl["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert apart["namespaces"] == ["inference", "vision"]
         assert apart["labelSelector"]["matchLabels"].items() <= tmpl["metadata"]["labels"].items()
+    # Its twin: the client asking for the server's network (the cross-partition attach the probe must not
+    # need) is what admission refuses in the client's namespace.
+    assert admission.networks_violations(v.network_annotation(p.server), p.client.namespace) != []
     assert client["spec"]["template"]["spec"]["containers"][0]["command"][2] == v.ISOLATION_CLIENT_SH
     assert server["spec"]["template"]["spec"]["containers"][0]["command"][2] == v.ISOLATION_SERVER_SH
     # The client learns the server's address over the pod network, through the server's Service.
