@@ -73,7 +73,10 @@ def main() -> int:
     for nbytes in b.powers_of_two(1 << 10, args.max_bytes):
         src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
         dst = torch.empty_like(src)
-        copy = lambda: dst.copy_(src)  # noqa: E731
+
+        def copy(d: Any = dst, s: Any = src) -> Any:
+            return d.copy_(s)
+
         warm(copy)
         copy_s = b.time_batch(copy, new_event, args.iters)
         row: dict[str, Any] = {"nbytes": nbytes, "copy_batch_us": copy_s * 1e6}

@@ -600,6 +600,7 @@ def _proofs(cfg: StackConfig) -> Iterator[Issue]:
     domains = isolation_domains(cfg)
     known = ", ".join(sorted(domains)) or "none: no team has a partition"
     seen: dict[tuple[str, str], int] = {}
+    no_rdma = {t.name for t in cfg.teams if t.quota.rdma < 1}
     for i, pair in enumerate(pairs):
         where = f"verification.isolationPairs[{i}]"
         unknown = [role for role in ("client", "server") if getattr(pair, role) not in domains]
@@ -611,6 +612,13 @@ def _proofs(cfg: StackConfig) -> Iterator[Issue]:
             )
         if unknown:
             continue
+        for role in ("client", "server"):
+            if getattr(pair, role) in no_rdma:
+                yield Issue(
+                    _p(where, role),
+                    f"team {getattr(pair, role)!r} has quota.rdma: 0, so its probe pod (one RDMA device) "
+                    "would not be admitted; give the team quota.rdma of at least 1",
+                )
         if domains[pair.client] == domains[pair.server]:
             yield Issue(
                 _p(where, "server"),

@@ -655,13 +655,16 @@ def _bounded(name: str, limit: int = 63) -> str:
     return f"{name[: limit - 9].rstrip('-')}-{digest}"
 
 
-def _default_server(client: Target, domains: dict[str, str], everyone: dict[str, Target]) -> str | None:
-    """The next key by name after ``client`` (wrapping) of the same kind, in another partition.
+def _default_server(
+    client: Target, domains: dict[str, str], everyone: dict[str, Target], no_rdma: set[str]
+) -> str | None:
+    """The next key by name after ``client`` (wrapping) of the same kind, in another partition, whose
+    quota admits the server pod (one RDMA device).
 
     By name, not by config order, so that reordering teams never moves a probe.
     """
     pool_kind = client.namespace == POOL_NAMESPACE
-    keys = sorted(k for k, t in everyone.items() if (t.namespace == POOL_NAMESPACE) == pool_kind)
+    keys = sorted(k for k, t in everyone.items() if (t.namespace == POOL_NAMESPACE) == pool_kind and k not in no_rdma)
     later = [k for k in keys if k > client.key] + [k for k in keys if k < client.key]
     return next((k for k in later if domains.get(k) != domains.get(client.key)), None)
 
@@ -674,8 +677,9 @@ def isolation_probes(cfg: StackConfig) -> list[Probe]:
     pairs = cfg.verification.isolation_pairs
     if pairs is None:
         keys = []
+        no_rdma = {t.name for t in cfg.teams if t.quota.rdma < 1}
         for t in targets(cfg):
-            server = _default_server(t, domains, everyone)
+            server = _default_server(t, domains, everyone, no_rdma)
             if server is not None:
                 keys.append((t.key, server))
     else:

@@ -417,6 +417,16 @@ INVALID: list[tuple[str, str, list[Edit], str, str]] = [
         "the same probe as verification.isolationPairs[0]",
     ),
     (
+        "isolation-server-without-rdma-quota",
+        "onprem",
+        [
+            _set("teams[5].quota", {"rdma": 0}),
+            _set("verification", {"isolationPairs": [{"client": "vision", "server": "platform-qa"}]}),
+        ],
+        "gpuaas:verification.isolationPairs[0].server",
+        "has quota.rdma: 0, so its probe pod",
+    ),
+    (
         "perftest-unpinned",
         "onprem",
         [_set("versions", {"perftestDigest": None})],

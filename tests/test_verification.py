@@ -526,6 +526,14 @@ def test_probes_do_not_move_when_teams_are_reordered() -> None:
     assert [(p.client.key, p.server.key) for p in v.isolation_probes(parse_config(raw))] == before
 
 
+def test_default_probe_skips_a_team_whose_quota_admits_no_rdma_device() -> None:
+    raw = raw_stack("onprem")
+    inference = next(t for t in raw["teams"] if t["name"] == "inference")
+    inference["quota"]["rdma"] = 0
+    (p,) = v.isolation_probes(parse_config(raw))
+    assert (p.client.key, p.server.key) == ("vision", "language")
+
+
 def test_one_partition_only_has_nothing_to_probe() -> None:
     raw = raw_stack("aks")
     raw["teams"] = [t for t in raw["teams"] if t["name"] == "training"]
