@@ -605,6 +605,19 @@ def test_aks_probe_pods_run_on_their_own_pools(cfg_of: Callable[[str], StackConf
         )
 
 
+def test_perftest_is_pinned_by_digest_and_a_mirror_tag_is_kept(cfg_of: Callable[[str], StackConfig]) -> None:
+    # Upstream publishes only `latest` (issue 11 item 4: the old default tag v1.0.0 never existed).
+    cfg = cfg_of("onprem")
+    assert v.perftest_image(cfg) == f"ghcr.io/azure/aks-rdma-infiniband/ibtools@{cfg.versions.perftest_digest}"
+    assert cfg.versions.perftest is None
+    raw = raw_stack("onprem")
+    raw["versions"] = {"perftestImage": "registry.example.com/gpuaas/ibtools", "perftest": "20260714"}
+    mirrored = parse_config(raw)
+    assert v.perftest_image(mirrored) == f"registry.example.com/gpuaas/ibtools:20260714@{cfg.versions.perftest_digest}"
+    raw["versions"]["perftestDigest"] = None
+    assert v.perftest_image(parse_config(raw)) == "registry.example.com/gpuaas/ibtools:20260714"
+
+
 def test_long_names_are_shortened_to_a_label() -> None:
     name = v._bounded("isolation-" + "a" * 40 + "-to-" + "b" * 40)
     assert len(name) <= 63 and name.startswith("isolation-aaaa") and not name.endswith("-")

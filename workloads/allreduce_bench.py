@@ -8,7 +8,9 @@ verification pods from a ConfigMap, and CI runs it on CPU with gloo.
   per collective (``--ops``, default all_reduce, all_gather and reduce_scatter under NCCL) and size
   (``--min-bytes``..``--max-bytes``, powers of two, default 1 MiB..1 GiB), ``--warmup`` untimed calls,
   one synchronized start across ranks, then ONE pair of device events around ``--iters`` back-to-back
-  calls (default 20); the time of one call is the pair's elapsed time over ``--iters``. Out-of-place and
+  calls (default 20); the time of one call is the pair's elapsed time over ``--iters``. (nccl-tests
+  reads a host timer started before the first launch, after a stream synchronize; the events time the
+  same span on the device, without the first launch.) Out-of-place and
   in-place, as nccl-tests prints them. torch.distributed has no out-of-place all_reduce (``all_reduce``
   writes into its input), so all_reduce has the in-place column only. ``--bw-mode per-call`` times
   every call on the host between two device synchronizations instead (the older method: it reads
