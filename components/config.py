@@ -19,9 +19,11 @@ from components.catalog import GPU_MODELS, ND_SKUS
 from components.types import (
     AksPoolName,
     ChartVersion,
+    CronSchedule,
     DnsLabel,
     DnsSubdomain,
     Guid,
+    ImageDigest,
     ImageTag,
     NonNegativeInt,
     PKey,
@@ -63,7 +65,10 @@ class Versions(Model):
     opensm_image: str = versions.OPENSM_IMAGE
     opensm: ImageTag = versions.OPENSM
     perftest_image: str = versions.PERFTEST_IMAGE
-    perftest: ImageTag = versions.PERFTEST
+    #: A pinned tag of ``perftestImage``; unset where the digest pins it (upstream tags only ``latest``).
+    perftest: ImageTag | None = versions.PERFTEST
+    #: ``sha256:…``; wins over the tag when both are set (the runtime pulls by digest).
+    perftest_digest: ImageDigest | None = versions.PERFTEST_DIGEST
     pytorch_image: str = versions.PYTORCH_IMAGE
     pytorch: ImageTag = versions.PYTORCH
     #: GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default.
@@ -415,6 +420,25 @@ class QuotaPolicy(Model):
     allow_oversubscription: bool = False
 
 
+class IsolationPair(Model):
+    """One negative probe: ``client``'s pod tries an RDMA write into ``server``'s partition and must fail.
+
+    Each is a verification target key: a team name, or ``pool-<pool>`` for the per-pool proofs.
+    """
+
+    client: str
+    server: str
+
+
+class BurnIn(Model):
+    """A recurring NCCL proof per target and node group, at a priority every team workload preempts."""
+
+    enabled: bool = False
+    schedule: CronSchedule = "30 3 * * *"
+    #: Of the ``gpuaas-burn-in`` PriorityClass: below every team pod (0 without a class).
+    priority: Annotated[int, Field(ge=-1_000_000, le=-1)] = -1000
+
+
 class Verification(Model):
     """Thresholds of the verification workloads (fractions of the catalog's line rate)."""
 
@@ -422,6 +446,9 @@ class Verification(Model):
     nccl_gdr_min_fraction: Annotated[float, Field(gt=0, le=1)] = 0.85
     #: Also run the NCCL proof on every AKS GPU pool.
     aks_pools: bool = False
+    #: Negative isolation probes. Unset: each target against the next other partition by name; ``[]``: none.
+    isolation_pairs: list[IsolationPair] | None = None
+    burn_in: BurnIn = BurnIn()
 
 
 class StackConfig(Model):

@@ -35,7 +35,7 @@ DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
 def check(cfg: StackConfig) -> list[Issue]:
     """Every cross-field problem of ``cfg``, sorted by path."""
     issues: list[Issue] = []
-    for rule in (_teams, _platform, _sharing, _partitions):
+    for rule in (_teams, _platform, _sharing, _partitions, _proofs):
         issues.extend(rule(cfg))
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
         # Capacity needs valid layouts and node groups; otherwise those issues are the news.
@@ -562,3 +562,70 @@ def _quotas(cfg: StackConfig) -> Iterator[Issue]:
                 f"teams ask for {total} {res} ({who}); the fleet has {have}. Lower the quotas or set "
                 "gpuaas:quotaPolicy.allowOversubscription: true",
             )
+
+
+# --------------------------------------------------------------------------------------------
+# Proofs (verification)
+
+
+def isolation_domains(cfg: StackConfig) -> dict[str, str]:
+    """Every place a proof can run, by target key, with the partition it is in.
+
+    A team with a partition (on-prem: its P_Key; on AKS: its ND pool, which Azure gives one partition
+    per VMSS) and, with ``verification.aksPools``, ``pool-<pool>`` per GPU pool. Two keys with the same
+    value share a partition: a probe between them would connect.
+    """
+    out: dict[str, str] = {}
+    pools = {pool.name for pool in cfg.aks.gpu_pools} if cfg.aks is not None else set()
+    for t in cfg.teams:
+        part = t.partition
+        if isinstance(part, OnPremPartition) and cfg.onprem is not None:
+            out[t.name] = f"P_Key {format_pkey(part.pkey)}"
+        elif isinstance(part, AksPartition) and part.node_pool in pools:
+            out[t.name] = f"pool {part.node_pool}"
+    if cfg.aks is not None and cfg.verification.aks_pools:
+        for pool in cfg.aks.gpu_pools:
+            out[f"pool-{pool.name}"] = f"pool {pool.name}"
+    return out
+
+
+def _proofs(cfg: StackConfig) -> Iterator[Issue]:
+    v = cfg.versions
+    if v.perftest is None and v.perftest_digest is None:
+        yield Issue(
+            _p("versions", "perftestDigest"),
+            f"{v.perftest_image} needs a pin: a digest (sha256:…) or a tag in versions.perftest",
+        )
+    pairs = cfg.verification.isolation_pairs or []
+    domains = isolation_domains(cfg)
+    known = ", ".join(sorted(domains)) or "none: no team has a partition"
+    seen: dict[tuple[str, str], int] = {}
+    no_rdma = {t.name for t in cfg.teams if t.quota.rdma < 1}
+    for i, pair in enumerate(pairs):
+        where = f"verification.isolationPairs[{i}]"
+        unknown = [role for role in ("client", "server") if getattr(pair, role) not in domains]
+        for role in unknown:
+            yield Issue(
+                _p(where, role),
+                f"{getattr(pair, role)!r} is not a target: a team with a partition, or pool-<pool> with "
+                f"verification.aksPools (known: {known})",
+            )
+        if unknown:
+            continue
+        for role in ("client", "server"):
+            if getattr(pair, role) in no_rdma:
+                yield Issue(
+                    _p(where, role),
+                    f"team {getattr(pair, role)!r} has quota.rdma: 0, so its probe pod (one RDMA device) "
+                    "would not be admitted; give the team quota.rdma of at least 1",
+                )
+        if domains[pair.client] == domains[pair.server]:
+            yield Issue(
+                _p(where, "server"),
+                f"{pair.client!r} and {pair.server!r} are both in {domains[pair.client]}: "
+                "a probe between them would connect; pick targets in two partitions",
+            )
+        key = (pair.client, pair.server)
+        if key in seen:
+            yield Issue(_p(where), f"the same probe as verification.isolationPairs[{seen[key]}]")
+        seen.setdefault(key, i)
