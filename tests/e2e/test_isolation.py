@@ -300,3 +300,33 @@ def test_privileged_and_host_network_pods_are_refused_in_a_team_namespace(kube: 
     assert err.status == 403 and "violates PodSecurity" in err.message and "host namespaces" in err.message
     # The allowed twin: the same pod unprivileged.
     kube.create(pod(a, "x"), as_=who, dry_run=True)
+
+
+# --------------------------------------------------------------------------------------------
+# the proofs' own pods: admitted in their team's namespace with their NAD, nowhere else
+
+
+def test_the_proof_jobs_pods_are_admitted_only_in_their_own_team_namespace(onprem: AppliedStack, kube: Kube) -> None:
+    jobs = [
+        a.planned.obj
+        for a in onprem.applied
+        if a.planned.obj["kind"] == "Job" and a.planned.obj["metadata"]["namespace"] in TEAMS
+    ]
+    assert any(j["metadata"]["name"].startswith("isolation-") for j in jobs), "the plan has negative probes"
+    for job in jobs:
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        # The real Job controller made the pod, through the whole admission chain.
+        kube.wait_for(
+            f"a pod of Job {ns}/{name}",
+            lambda ns=ns, name=name: kube.list("v1", "Pod", ns, selector=f"job-name={name}"),
+        )
+        other = next(t for t in TEAMS if t != ns)
+        tpl = job["spec"]["template"]
+        moved = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "moved", "namespace": other, "annotations": tpl["metadata"].get("annotations", {})},
+            "spec": tpl["spec"],
+        }
+        err = refused(kube, moved, member(TEAMS[other]))
+        assert err.status == 403, (ns, name, err)
