@@ -305,8 +305,12 @@ class Network(Model):
     """NVIDIA Network Operator and the NicClusterPolicy."""
 
     namespace: DnsLabel = "nvidia-network-operator"
-    #: The Network Operator's NFD labels Mellanox nodes; the AKS guide turns its rules off.
+    #: The Network Operator chart's NodeFeatureRule (vendor 15b3, class Ethernet or InfiniBand) that
+    #: labels Mellanox nodes ``feature.node.kubernetes.io/pci-15b3.present``; the AKS guide turns it off.
     deploy_node_feature_rules: bool = True
+    #: gpuaas's own NodeFeatureRule in place of the chart's when ``deployNodeFeatureRules`` is off:
+    #: InfiniBand devices only (AKS: the IB VFs, as Azure/aks-rdma-infiniband's; on-prem: IB class).
+    node_feature_rule: bool = True
     #: ``host``: DOCA-OFED preinstalled on the nodes; ``container``: the operator's doca-driver.
     ofed_driver: Literal["host", "container"] = "host"
     #: Where the RDMA shared device plugin comes from; one source per cluster, never both.

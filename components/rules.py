@@ -35,7 +35,7 @@ DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
 def check(cfg: StackConfig) -> list[Issue]:
     """Every cross-field problem of ``cfg``, sorted by path."""
     issues: list[Issue] = []
-    for rule in (_teams, _platform, _sharing, _partitions):
+    for rule in (_teams, _platform, _sharing, _partitions, _node_labels):
         issues.extend(rule(cfg))
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
         # Capacity needs valid layouts and node groups; otherwise those issues are the news.
@@ -255,6 +255,31 @@ def _aks(p: AksPlatform) -> Iterator[Issue]:
                 _p(where, "maxCount"),
                 f"{pool.max_count}: one InfiniBand placement group holds at most 100 VMs by default",
             )
+
+
+# --------------------------------------------------------------------------------------------
+# Who labels the RDMA nodes
+
+MELLANOX_LABEL = resources.MELLANOX_LABEL
+
+
+def _node_labels(cfg: StackConfig) -> Iterator[Issue]:
+    """A stack that needs the Mellanox label has a rule that sets it (the chart's or gpuaas's)."""
+    net = cfg.network
+    if net.deploy_node_feature_rules or net.node_feature_rule:
+        return
+    needs = []
+    if net.ofed_driver == "container":
+        needs.append("ofedDriver: container (the DOCA driver DaemonSet selects on it)")
+    if MELLANOX_LABEL in net.node_selector:
+        needs.append("network.nodeSelector")
+    if needs:
+        yield Issue(
+            "gpuaas:network.nodeFeatureRule",
+            f"false while deployNodeFeatureRules is false too: no component labels Mellanox nodes "
+            f"{MELLANOX_LABEL}, which {' and '.join(needs)} need(s); set nodeFeatureRule: true "
+            "(gpuaas's InfiniBand rule) or deployNodeFeatureRules: true (the chart's)",
+        )
 
 
 # --------------------------------------------------------------------------------------------
