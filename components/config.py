@@ -316,7 +316,10 @@ class Network(Model):
     #: Where the RDMA shared device plugin comes from; one source per cluster, never both.
     rdma_shared_device_plugin: Literal["nic-cluster-policy", "standalone", "none"] = "nic-cluster-policy"
     rdma_resource_prefix: str = "rdma"
-    rdma_resource_name: str = "hca_shared_devices_a"
+    #: Letters and digits only: the plugin allows ``[A-Za-z0-9_]`` (k8s-rdma-shared-dev-plugin
+    #: ``validResourceName``), and the cluster autoscaler reads every ``_`` of a node-template tag
+    #: as ``/`` (components/aks.py), so ``hca_shared_devices_a`` cannot scale an AKS pool from zero.
+    rdma_resource_name: str = "hcashared"
     rdma_hca_max: PositiveInt = 1000
     #: Node selector of the RDMA node DaemonSets (ib-node-config, SR-IOV host config).
     node_selector: dict[str, str] = Field(

@@ -35,7 +35,7 @@ DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
 def check(cfg: StackConfig) -> list[Issue]:
     """Every cross-field problem of ``cfg``, sorted by path."""
     issues: list[Issue] = []
-    for rule in (_teams, _platform, _sharing, _partitions, _node_labels):
+    for rule in (_teams, _platform, _sharing, _partitions, _node_labels, _autoscaler_names):
         issues.extend(rule(cfg))
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
         # Capacity needs valid layouts and node groups; otherwise those issues are the news.
@@ -212,6 +212,22 @@ def _onprem(p: OnPremPlatform) -> Iterator[Issue]:
         yield Issue("gpuaas:platform.fabric.opensm.node", "is required when deployInCluster is true")
     if sm.node is not None and sm.node not in names:
         yield Issue("gpuaas:platform.fabric.opensm.node", f"{sm.node!r} is not one of platform.nodes")
+
+
+def _autoscaler_names(cfg: StackConfig) -> Iterator[Issue]:
+    """AKS pools that scale from zero need a resource name the autoscaler's node template can hold."""
+    p, net = cfg.aks, cfg.network
+    if p is None or net.rdma_shared_device_plugin == "none":
+        return
+    empty = [pool.name for pool in p.gpu_pools if pool.min_count == 0]
+    for key, value in (("rdmaResourceName", net.rdma_resource_name), ("rdmaResourcePrefix", net.rdma_resource_prefix)):
+        if empty and "_" in value:
+            yield Issue(
+                f"gpuaas:network.{key}",
+                f"{value!r} has '_', which the cluster autoscaler reads as '/' in a node-template tag, so pools "
+                f"{', '.join(empty)} (minCount 0) would never scale up for RDMA pods; use letters and digits "
+                "(e.g. hcashared), or minCount >= 1 on those pools",
+            )
 
 
 def _aks(p: AksPlatform) -> Iterator[Issue]:

@@ -178,7 +178,7 @@ def test_onprem_quota_values(cfg_of: Any) -> None:
     assert hard["requests.nvidia.com/gpu"] == "0"
     assert hard["requests.nvidia.com/gpu.shared"] == "0"
     if cfg.network.rdma_shared_device_plugin != "none":
-        assert hard["requests.rdma/hca_shared_devices_a"] == "0", "a partitioned team gets no shared PF RDMA"
+        assert hard["requests.rdma/hcashared"] == "0", "a partitioned team gets no shared PF RDMA"
     others = [f"requests.nvidia.com/sriov800{k}" for k in (1, 2, 3, 5, 6)]
     assert not any(k in hard for k in others), "foreign partitions are admission's (gpuaas-team-partition)"
     assert hard["requests.cpu"] == "64" and hard["requests.memory"] == "512Gi" and hard["pods"] == "200"
@@ -188,7 +188,7 @@ def test_onprem_quota_values(cfg_of: Any) -> None:
 def test_aks_quota_uses_rdma_shared_resource(cfg_of: Any) -> None:
     cfg = cfg_of("aks")
     hard = quotas.quota_hard(cfg, cfg.teams[0])
-    assert hard["requests.rdma/hca_shared_devices_a"] == "32"
+    assert hard["requests.rdma/hcashared"] == "32"
     assert hard["requests.nvidia.com/gpu"] == "32"
     assert not any("sriov" in k for k in hard)
 
