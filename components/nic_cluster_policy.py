@@ -37,7 +37,7 @@ from typing import Any
 import pulumi
 
 from components import k8s as kube
-from components import multus
+from components import multus, multus_kubeconfig
 from components import rdma_shared_device_plugin as rdma
 from components.config import StackConfig
 from components.k8s import Manifest
@@ -228,4 +228,8 @@ class NicClusterPolicy(pulumi.ComponentResource):
             self.ib_sriov_cni = kube.apply(
                 f"{name}-ib-sriov-cni", ib_sriov_cni_daemonset(cfg), kube.child(self, [*args.after])
             )
+        # After the policy: the operator creates the ``multus`` ServiceAccount the refresher runs as.
+        refresher = multus_kubeconfig.refresher(cfg)
+        if refresher is not None:
+            kube.apply(f"{name}-multus-kubeconfig", refresher, kube.child(self, [self.policy]))
         self.register_outputs({"policy": NAME})
