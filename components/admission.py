@@ -325,10 +325,17 @@ def partition_policy() -> Manifest:
                     {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
                 ],
             },
-            "variables": [{"name": "ownPartition", "expression": OWN_PARTITION_VAR}],
+            # The resource walk is a variable, as in the pool policy: the 1.34 type checker
+            # (kube-controller-manager's validatingadmissionpolicy-status controller) reports
+            # "undefined field 'requests'" for a container's resources in a validation although
+            # the API server evaluates it correctly (checked on a v1.34.4 API server).
+            "variables": [
+                {"name": "ownPartition", "expression": OWN_PARTITION_VAR},
+                {"name": "ownPartitionOnly", "expression": OWN_PARTITION_ONLY},
+            ],
             "validations": [
                 {
-                    "expression": OWN_PARTITION_ONLY,
+                    "expression": "variables.ownPartitionOnly",
                     "messageExpression": (
                         f"'pods in this namespace may request no {PARTITION_RESOURCE_PREFIX}* resource but ' + "
                         "(variables.ownPartition == '' ? 'none (the namespace has no InfiniBand partition)' : "

@@ -648,9 +648,10 @@ def test_update_policy_matches_updates_of_pods_and_their_status() -> None:
     spec = admission.networks_immutable_policy()["spec"]
     (rule,) = spec["matchConstraints"]["resourceRules"]
     assert rule["operations"] == ["UPDATE"] and rule["resources"] == ["pods", "pods/status"]
-    assert spec["matchConstraints"]["namespaceSelector"] == admission.networks_policy()["spec"]["matchConstraints"][
-        "namespaceSelector"
-    ]
+    assert (
+        spec["matchConstraints"]["namespaceSelector"]
+        == admission.networks_policy()["spec"]["matchConstraints"]["namespaceSelector"]
+    )
     create = admission.networks_policy()["spec"]["matchConstraints"]["resourceRules"][0]
     assert create["operations"] == ["CREATE"], "the CREATE checks never block a status update"
 
@@ -690,9 +691,7 @@ PARTITION_CASES: Final[list[tuple[str, dict[str, Any], Mapping[str, str] | None,
 ]
 
 
-@pytest.mark.parametrize(
-    ("label", "spec", "labels", "allowed"), PARTITION_CASES, ids=[c[0] for c in PARTITION_CASES]
-)
+@pytest.mark.parametrize(("label", "spec", "labels", "allowed"), PARTITION_CASES, ids=[c[0] for c in PARTITION_CASES])
 def test_partition_policy_with_real_cel(
     label: str, spec: dict[str, Any], labels: Mapping[str, str] | None, allowed: bool
 ) -> None:
@@ -710,7 +709,10 @@ def test_partition_label_is_what_the_team_namespace_carries(cfg_of: Any) -> None
     for team in cfg.teams:
         labels = teams.namespace(cfg, team)["metadata"]["labels"]
         act = PARTITION.activation(pod(), team.ns, namespace_labels=labels)
-        assert act["variables"] == {"ownPartition": resources.sriov_resource(team.partition.pkey)}
+        assert act["variables"] == {
+            "ownPartition": resources.sriov_resource(team.partition.pkey),
+            "ownPartitionOnly": True,
+        }
         nad = teams.nad(cfg, team)
         assert nad is not None and nad["metadata"]["annotations"][teams.RESOURCE_NAME_ANNOTATION] == str(
             act["variables"]["ownPartition"]
