@@ -643,6 +643,12 @@ def test_network_annotations_cannot_change_on_update(
     assert real == admission.networks_update_violations(old, new) == failing
 
 
+def test_update_validations_line_up_with_check_names() -> None:
+    spec = admission.networks_immutable_policy()["spec"]
+    assert [v["expression"] for v in spec["validations"]] == [e for _n, e, _m in admission.IMMUTABLE_CHECKS]
+    assert [k for _n, k in admission.IMMUTABLE_ANNOTATIONS] == [NET, DEFAULT_NET]
+
+
 def test_update_policy_matches_updates_of_pods_and_their_status() -> None:
     """Annotations can be written through pods/status too (the status strategy keeps metadata)."""
     spec = admission.networks_immutable_policy()["spec"]
