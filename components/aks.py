@@ -90,7 +90,8 @@ def autoscaler_tags(cfg: StackConfig, pool: GpuPool) -> dict[str, str]:
     scale set's tags; it knows the SKU's ``nvidia.com/gpu`` count but not what the device
     plugins will advertise (``rdma/<name>``, MIG instances, shares), so a pod asking for those
     never fits the template and the pool stays at zero (Azure/AKS#2832 is the same for GPUs).
-    AgentPool tags are put on the pool's VMSS. A resource whose name has ``_`` is left out: it
+    AgentPool tags are put on the pool's VMSS; with ``existingCluster`` gpuaas creates no pool, so
+    add them yourself (``az aks nodepool update --tags``). A resource whose name has ``_`` is left out: it
     cannot be written (see :data:`NODE_TEMPLATE_RESOURCES_TAG`); rules refuse it for pools that
     scale from zero.
     """

@@ -201,7 +201,9 @@ def ib_sriov_cni_daemonset(cfg: StackConfig) -> Manifest:
 
 
 class NicClusterPolicy(pulumi.ComponentResource):
-    """The NicClusterPolicy (``policy``, ready-awaited) and, on-prem, the ib-sriov CNI installer.
+    """The NicClusterPolicy (``policy``, ready-awaited), before it gpuaas's NodeFeatureRule where
+    the chart's is off, and on-prem the ib-sriov CNI installer and Multus' kubeconfig refresher
+    (:mod:`components.multus_kubeconfig`).
 
     ``args.after`` should hold the Network Operator release: the policy's CRD comes with it.
     Later steps (GPU Operator, ib-node-config) depend on ``policy``.
