@@ -1,4 +1,4 @@
-"""Per-team ResourceQuota and LimitRange: what a team may use, and a hard zero for the rest.
+"""Per-team ResourceQuota and LimitRange: what a team may use, and a hard zero for the platform's rest.
 
 Extended resources are quota'd only as ``requests.<name>`` and cannot be overcommitted
 (kubernetes.io, "Resource Quotas" → "Resource quota for extended resources"). A namespace whose
