@@ -35,7 +35,7 @@ DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
 def check(cfg: StackConfig) -> list[Issue]:
     """Every cross-field problem of ``cfg``, sorted by path."""
     issues: list[Issue] = []
-    for rule in (_teams, _platform, _sharing, _partitions, _proofs):
+    for rule in (_teams, _platform, _sharing, _partitions, _proofs, _node_labels, _autoscaler_names):
         issues.extend(rule(cfg))
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
         # Capacity needs valid layouts and node groups; otherwise those issues are the news.
@@ -214,6 +214,22 @@ def _onprem(p: OnPremPlatform) -> Iterator[Issue]:
         yield Issue("gpuaas:platform.fabric.opensm.node", f"{sm.node!r} is not one of platform.nodes")
 
 
+def _autoscaler_names(cfg: StackConfig) -> Iterator[Issue]:
+    """AKS pools that scale from zero need a resource name the autoscaler's node template can hold."""
+    p, net = cfg.aks, cfg.network
+    if p is None or net.rdma_shared_device_plugin == "none":
+        return
+    empty = [pool.name for pool in p.gpu_pools if pool.min_count == 0]
+    for key, value in (("rdmaResourceName", net.rdma_resource_name), ("rdmaResourcePrefix", net.rdma_resource_prefix)):
+        if empty and "_" in value:
+            yield Issue(
+                f"gpuaas:network.{key}",
+                f"{value!r} has '_', which the cluster autoscaler reads as '/' in a node-template tag, so pools "
+                f"{', '.join(empty)} (minCount 0) would never scale up for RDMA pods; use letters and digits "
+                "(e.g. hcashared), or minCount >= 1 on those pools",
+            )
+
+
 def _aks(p: AksPlatform) -> Iterator[Issue]:
     sp = p.system_pool
     if sp.min_count < 1:
@@ -255,6 +271,31 @@ def _aks(p: AksPlatform) -> Iterator[Issue]:
                 _p(where, "maxCount"),
                 f"{pool.max_count}: one InfiniBand placement group holds at most 100 VMs by default",
             )
+
+
+# --------------------------------------------------------------------------------------------
+# Who labels the RDMA nodes
+
+MELLANOX_LABEL = resources.MELLANOX_LABEL
+
+
+def _node_labels(cfg: StackConfig) -> Iterator[Issue]:
+    """A stack that needs the Mellanox label has a rule that sets it (the chart's or gpuaas's)."""
+    net = cfg.network
+    if net.deploy_node_feature_rules or net.node_feature_rule:
+        return
+    needs = []
+    if net.ofed_driver == "container":
+        needs.append("ofedDriver: container (the DOCA driver DaemonSet selects on it)")
+    if MELLANOX_LABEL in net.node_selector:
+        needs.append("network.nodeSelector")
+    if needs:
+        yield Issue(
+            "gpuaas:network.nodeFeatureRule",
+            f"false while deployNodeFeatureRules is false too: no component labels Mellanox nodes "
+            f"{MELLANOX_LABEL}, which {' and '.join(needs)} need(s); set nodeFeatureRule: true "
+            "(gpuaas's InfiniBand rule) or deployNodeFeatureRules: true (the chart's)",
+        )
 
 
 # --------------------------------------------------------------------------------------------

@@ -278,7 +278,7 @@ def test_aks_pods_tolerate_and_select_their_pool(cfg_of: Callable[[str], StackCo
         assert terms == [{"matchExpressions": [{"key": v.AKS_POOL_LABEL, "operator": "In", "values": ["ndh100a"]}]}]
         assert pod["tolerations"][0]["key"] == "nvidia.com/gpu", role
         c = pod["containers"][0]
-        assert "rdma/hca_shared_devices_a" in c["resources"]["limits"]
+        assert "rdma/hcashared" in c["resources"]["limits"]
         env = {e["name"]: e["value"] for e in c["env"]}
         assert "VF_ENV" not in env
         if role == "nccl":
