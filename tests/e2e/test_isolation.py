@@ -194,9 +194,23 @@ def test_changing_an_existing_pods_networks_annotation_is_refused(kube: Kube, a:
 
 @pytest.mark.parametrize(("a", "b"), PAIRS)
 def test_a_pod_in_a_requesting_bs_partition_resource_is_refused(kube: Kube, a: str, b: str) -> None:
-    foreign = partition_resource(TEAMS[b])
+    foreign, own = partition_resource(TEAMS[b]), partition_resource(TEAMS[a])
     err = refused(kube, pod(a, "x", limits={foreign: 1}), member(TEAMS[a]))
-    assert err.status == 403 and foreign in err.message, err
+    # The partition policy, not a quota line per foreign partition (adding a team changes no other
+    # team's objects): it names the one partition resource this namespace may request.
+    assert err.status == 403 and "gpuaas-team-partition" in err.message and own in err.message, err
+    # In a sidecar too.
+    sidecar = pod(a, "x")
+    sidecar["spec"]["initContainers"] = [
+        {
+            "name": "side",
+            "image": "registry.k8s.io/pause:3.10",
+            "restartPolicy": "Always",
+            "resources": {"limits": {foreign: "1"}},
+        }
+    ]
+    err = refused(kube, sidecar, member(TEAMS[a]))
+    assert err.status == 403 and "gpuaas-team-partition" in err.message, err
 
 
 def _quota_kinds(team: Team) -> list[tuple[str, int]]:
