@@ -162,8 +162,11 @@ class OpenSm(Model):
     routing_engine: str = "ftree"
     #: IBTA MTU code of the IPoIB broadcast groups: 4 = 2048, 5 = 4096 (opensm(8)).
     ipoib_mtu: Literal[4, 5] = 5
-    #: IBTA rate code: 17 = 200 Gb/s (HDR), 21 = 400 Gb/s (NDR), 23 = 800 Gb/s (XDR).
-    ipoib_rate: Literal[17, 21, 23] = 21
+    #: IBTA rate code of the IPoIB broadcast groups: 17 = 200 Gb/s (HDR), 21 = 400 Gb/s (NDR),
+    #: 23 = 800 Gb/s (XDR). ``None`` (default): no ``rate=`` flag. A group's rate is a join
+    #: requirement: a port whose link trained slower cannot join it (opensm(8) "rate"), so one
+    #: degraded link would lose IPoIB; set it only on a fabric whose links all run at that rate.
+    ipoib_rate: Literal[17, 21, 23] | None = None
     #: Run NVIDIA OpenSM in the cluster (privileged Deployment pinned to ``node``).
     deploy_in_cluster: bool = False
     node: DnsSubdomain | None = None

@@ -85,10 +85,14 @@ def team_partition(cfg: StackConfig, team: Team) -> TeamPartition | None:
     return next((p for p in team_partitions(cfg) if p.team == team.name), None)
 
 
-def partition_lines(part: TeamPartition, mtu: int, rate: int, max_line: int = MAX_LINE) -> list[str]:
-    """The definitions of one partition, split so that no line is longer than ``max_line``."""
+def partition_lines(part: TeamPartition, mtu: int, rate: int | None, max_line: int = MAX_LINE) -> list[str]:
+    """The definitions of one partition, split so that no line is longer than ``max_line``.
+
+    ``rate``: ``None`` writes no ``rate=`` flag (``fabric.opensm.ipoibRate``).
+    """
     pkey = format_pkey(part.pkey)
-    first = f"{part.team}={pkey}, indx0" + (f", ipoib, mtu={mtu}, rate={rate}" if part.ipoib else "") + " : "
+    flags = f", ipoib, mtu={mtu}" + (f", rate={rate}" if rate is not None else "") if part.ipoib else ""
+    first = f"{part.team}={pkey}, indx0{flags} : "
     more = f"{part.team}={pkey}, indx0 : "
     if len(first) + len(format_guid(0)) + len("=full;") > max_line:
         raise ValueError(f"max_line {max_line} cannot hold one member of partition {part.team}")

@@ -123,8 +123,18 @@ def test_onprem_has_default_and_six_team_partitions(cfg_of: Any) -> None:
 def test_team_line_format(cfg_of: Any) -> None:
     text = partitions_conf(cfg_of("onprem"))
     vision = next(line for line in text.splitlines() if line.startswith("vision="))
-    assert vision.startswith("vision=0x0001, indx0, ipoib, mtu=5, rate=21 : 0x0200000000001000=full, ")
+    assert vision.startswith("vision=0x0001, indx0, ipoib, mtu=5 : 0x0200000000001000=full, ")
     assert vision.endswith("=full;")
+
+
+def test_no_ipoib_rate_unless_configured() -> None:
+    """A group rate keeps a port whose link trained slower out of IPoIB (opensm(8)): opt-in only."""
+    raw = raw_stack("onprem")
+    assert "rate=" not in partitions_conf(_cfg(raw))
+    raw["platform"]["fabric"]["opensm"]["ipoibRate"] = 21
+    text = partitions_conf(_cfg(raw))
+    vision = next(line for line in text.splitlines() if line.startswith("vision="))
+    assert vision.startswith("vision=0x0001, indx0, ipoib, mtu=5, rate=21 : ")
 
 
 def test_ipoib_flags_only_with_ipoib(cfg_of: Any) -> None:
