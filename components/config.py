@@ -187,6 +187,10 @@ class Fabric(Model):
     ipam: Literal["static", "nv-ipam"] = "static"
     #: Subnet each team's secondary network draws from (nv-ipam) — one /24 per team by P_Key.
     ipam_supernet: str = "192.168.0.0/16"
+    #: Acknowledges that changing ``vfsPerHca`` or ``guidScheme`` re-creates (``sriov_numvfs``) or
+    #: re-binds (new GUIDs) every VF of every node under running pods. Without it a run whose
+    #: values differ from the last run's stops (components/fabric_guard.py).
+    reconfigure: bool = False
 
 
 class Multus(Model):
@@ -348,6 +352,9 @@ class OnPremPartition(Model):
     pkey: PKey
     vf_index: NonNegativeInt
     ipoib: bool = True
+    #: Acknowledges that changing this ``pkey`` or ``vfIndex`` moves the team's VFs to another
+    #: partition or pool under its running pods. Without it such a run stops (components/fabric_guard.py).
+    reconfigure: bool = False
 
 
 class AksPartition(Model):

@@ -123,13 +123,15 @@ def node_affinity(network: Network) -> dict[str, Any]:
 class NetworkArgs:
     """Arguments of the network components that run after the operator.
 
-    ``after``: resources their cluster objects wait for. A component's own ``depends_on`` does
+    ``after``: resources their cluster objects wait for; ``gate``: see the field. A component's own ``depends_on`` does
     not reach its children (the SDK registers children with their own dependencies only), so
     the order is handed in and put on every child.
     """
 
     cfg: StackConfig
     after: Sequence[pulumi.Resource] = ()
+    #: The day-2 guards (:mod:`components.mig_guard`); objects that move VFs wait for it.
+    gate: pulumi.Output[bool] | None = None
 
 
 class NetworkOperator(pulumi.ComponentResource):

@@ -37,7 +37,7 @@ from typing import Any
 import pulumi
 
 from components import k8s as kube
-from components import multus
+from components import mig_guard, multus
 from components import rdma_shared_device_plugin as rdma
 from components.config import StackConfig
 from components.k8s import Manifest
@@ -213,7 +213,10 @@ class NicClusterPolicy(pulumi.ComponentResource):
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:NicClusterPolicy", name, None, opts)
         cfg = args.cfg
-        self.policy = kube.apply(f"{name}-policy", nic_cluster_policy(cfg), kube.child(self, [*args.after]))
+        policy = nic_cluster_policy(cfg)
+        # The device-plugin pools follow the team P_Keys: a guarded fabric change waits.
+        policy["spec"] = mig_guard.gated(args.gate, policy["spec"])
+        self.policy = kube.apply(f"{name}-policy", policy, kube.child(self, [*args.after]))
         self.ib_sriov_cni = None
         if cfg.onprem is not None:
             self.ib_sriov_cni = kube.apply(

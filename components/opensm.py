@@ -20,6 +20,7 @@ from typing import Final
 import pulumi
 
 from components import k8s as kube
+from components import mig_guard
 from components.config import StackConfig
 from components.k8s import Manifest
 from components.network_operator import tolerations
@@ -102,6 +103,7 @@ class OpenSm(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         *,
         depends_on: Sequence[pulumi.Resource] = (),
+        gate: pulumi.Output[bool] | None = None,
     ) -> None:
         super().__init__("gpuaas:index:OpenSm", name, None, opts)
         onprem = cfg.onprem
@@ -110,7 +112,12 @@ class OpenSm(pulumi.ComponentResource):
         cm = config_map(cfg)
         self.partitions_conf = cm["data"]["partitions.conf"]
         self.opensm_conf = cm["data"]["opensm.conf"]
-        self.config_map = kube.apply(f"{name}-config", cm, kube.child(self, list(depends_on)))
+        # ``gate``: the day-2 fabric guard (components/fabric_guard.py): moved partitions wait for it.
+        self.config_map = kube.apply(
+            f"{name}-config", {**cm, "data": mig_guard.gated(gate, cm["data"])}, kube.child(self, list(depends_on))
+        )
         if onprem.fabric.opensm.deploy_in_cluster:
-            kube.apply(f"{name}-deployment", deployment(cfg), kube.child(self, [self.config_map, *depends_on]))
+            sm = deployment(cfg)
+            sm["spec"] = mig_guard.gated(gate, sm["spec"])
+            kube.apply(f"{name}-deployment", sm, kube.child(self, [self.config_map, *depends_on]))
         self.register_outputs({"configMap": CONFIG_MAP, "inCluster": onprem.fabric.opensm.deploy_in_cluster})

@@ -44,7 +44,7 @@ from typing import Final
 import pulumi
 
 from components import k8s as kube
-from components import resources
+from components import mig_guard, resources
 from components.config import Node, NodeGroup, OnPremPartition, OnPremPlatform, StackConfig, Team
 from components.guids import check_guids, node_guids
 from components.k8s import Manifest
@@ -452,7 +452,9 @@ def sriov_network_node_policy(cfg: StackConfig, team: Team, pf_names: Sequence[s
 
 
 class SriovHost(pulumi.ComponentResource):
-    """The GUID plan ConfigMaps (a few per node group) and the VF DaemonSet."""
+    """The GUID plan ConfigMaps (a few per node group), the P_Key table and the VF DaemonSet."""
+
+    plans: list[pulumi.CustomResource]
 
     def __init__(
         self,
@@ -461,17 +463,24 @@ class SriovHost(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         *,
         depends_on: Sequence[pulumi.Resource] = (),
+        gate: pulumi.Output[bool] | None = None,
     ) -> None:
         super().__init__("gpuaas:index:SriovHost", name, None, opts)
         onprem = cfg.onprem
         if onprem is None or onprem.fabric.vf_config != "daemonset":
             raise ValueError("SriovHost needs an on-prem platform with fabric.vfConfig: daemonset")
         shards = guid_shards(cfg)
-        plans = [
-            kube.apply(f"{name}-{cm['metadata']['name']}", cm, kube.child(self, list(depends_on)))
+        # ``gate``: the day-2 fabric guard (components/fabric_guard.py); a VF count, GUID or
+        # partition change reaches the nodes only once it passed.
+        self.plans = [
+            kube.apply(
+                f"{name}-{cm['metadata']['name']}",
+                {**cm, "data": mig_guard.gated(gate, cm["data"])},
+                kube.child(self, list(depends_on)),
+            )
             for cm in [*guid_config_maps(cfg, shards), pkeys_config_map(cfg)]
         ]
         self.daemonset = kube.apply(
-            f"{name}-daemonset", daemonset(cfg, shards), kube.child(self, [*plans, *depends_on])
+            f"{name}-daemonset", daemonset(cfg, shards), kube.child(self, [*self.plans, *depends_on])
         )
         self.register_outputs({"nodes": len(onprem.nodes), "configMaps": list(shards)})
