@@ -183,8 +183,11 @@ class Fabric(Model):
     opensm: OpenSm = OpenSm()
     #: How VFs are created and given GUIDs on the hosts (see components/sriov_host.py).
     vf_config: Literal["daemonset", "sriov-network-operator"] = "daemonset"
-    #: IPAM of the team NADs: ``static`` addresses per pod annotation, or NVIDIA nv-ipam pools.
-    ipam: Literal["static", "nv-ipam"] = "static"
+    #: IPAM of the team NADs. ``none``: the VF gets no IPv4 address (RDMA needs none; NCCL
+    #: bootstraps over the pod network). ``static``: every pod lists its own ``ips`` in its
+    #: network-selection element (pods that list none use the team's address-less
+    #: ``ib-<team>-rdma`` NAD). ``nv-ipam``: NVIDIA nv-ipam assigns them from a pool per team.
+    ipam: Literal["none", "static", "nv-ipam"] = "none"
     #: Subnet each team's secondary network draws from (nv-ipam) — one /24 per team by P_Key.
     ipam_supernet: str = "192.168.0.0/16"
     #: Acknowledges that changing ``vfsPerHca`` or ``guidScheme`` re-creates (``sriov_numvfs``) or

@@ -89,7 +89,7 @@ class Platform(pulumi.ComponentResource):
                 fabric.extend(sriov_host.plans)
             opensm = OpenSm(f"{name}-opensm", cfg, cluster_opts, depends_on=[network_operator.namespace], gate=mig_gate)
             team_after.append(opensm.config_map)
-            fabric.append(opensm.config_map)
+            fabric.extend([*opensm.parts, opensm.config_map])
             self.exports["partitionsConf"] = opensm.partitions_conf
             self.exports["opensmConf"] = opensm.opensm_conf
         # 9. Teams: namespaces, quotas, RBAC, NADs (their CRD comes with the operator); then 10. the

@@ -414,7 +414,7 @@ def _nv_ipam(cfg: StackConfig, p: OnPremPlatform) -> Iterator[Issue]:
         yield Issue(
             "gpuaas:platform.fabric.ipam",
             f"nv-ipam gives a team one /24 (254 addresses) and each node {block} of them; {len(p.nodes)} nodes "
-            f"need {len(p.nodes) * block}. Use ipam: static",
+            f"need {len(p.nodes) * block}. Use ipam: none (RDMA needs no address) or static",
         )
 
 

@@ -47,7 +47,7 @@ from components.catalog import ND_SKUS
 from components.config import AksPartition, GpuPool, OnPremPartition, StackConfig
 from components.k8s import Manifest
 from components.resources import AKS_POOL_LABEL, GPU, rdma_shared_resource, sriov_resource
-from components.teams import nad_name
+from components.teams import proof_network
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_SCRIPT: Final = ROOT / "workloads" / "allreduce_bench.py"
@@ -171,7 +171,7 @@ def targets(cfg: StackConfig) -> list[Target]:
                     prefix="verify",
                     link_rate_gbps=onprem.fabric.link_rate_gbps,
                     rdma_resource=sriov_resource(team.partition.pkey),
-                    network=nad_name(team),
+                    network=proof_network(cfg, team),
                     socket_ifname=socket_ifname(cfg),
                 )
             )

@@ -121,7 +121,7 @@ def test_a_new_team_on_a_removed_teams_vf_stops() -> None:
 # --------------------------------------------------------------------------------------------
 # The program: the guard holds the VF plan, the P_Key table, partitions.conf and the policy back.
 
-HELD_BACK = ("gpuaas-sriov-host-gpuaas-vf-guids-", "gpuaas-sriov-host-gpuaas-vf-pkeys", "gpuaas-opensm-config")
+HELD_BACK = ("gpuaas-sriov-host-gpuaas-vf-guids-", "gpuaas-sriov-host-gpuaas-vf-pkeys", "gpuaas-opensm-")
 
 
 def _more_vfs() -> dict[str, Any]:
@@ -141,7 +141,8 @@ def test_the_vf_plan_partitions_and_policy_wait_for_the_guard() -> None:
     run = run_program("onprem")
     gated = {r.name for r in run.records if any(d.endswith("::gpuaas-last-run") for d in r.dependencies)}
     held = {r.name for r in run.records if r.name.startswith(HELD_BACK)}
-    assert len(held) == 5 and held <= gated  # three GUID shards, the P_Key table, partitions.conf
+    # Three GUID shards, the P_Key table, partitions.conf's part and index.
+    assert len(held) == 6 and held <= gated
     assert "gpuaas-nic-cluster-policy-policy" in gated
     assert "gpuaas-sriov-host-daemonset" not in gated, "the script itself is no fabric change"
 
