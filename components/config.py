@@ -172,6 +172,24 @@ class OpenSm(Model):
     node: DnsSubdomain | None = None
 
 
+class InfraPartition(Model):
+    """The hosts' own ports (PFs) as full members of one partition: host IPoIB, storage over RDMA.
+
+    With a partitions.conf, OpenSM makes every port a *limited* member of the default partition
+    (linux-rdma/opensm ``osm_prtn.c`` ``osm_prtn_make_default``), and two limited members cannot
+    talk: PF-to-PF traffic stops. This partition gives the listed PF ports a partition of their
+    own, at P_Key index 0 (``indx0``: the parent IPoIB interface and RDMA CM use index 0), and
+    never holds a VF, so team VFs still reach no host.
+    """
+
+    #: The partition's name in partitions.conf.
+    name: DnsLabel = "infra"
+    pkey: PKey
+    ipoib: bool = True
+    #: Port GUIDs of the hosts' PFs (``ibstat -p`` on each host); VF GUIDs are refused.
+    ports: list[Guid]
+
+
 class Fabric(Model):
     """The on-prem InfiniBand fabric: SR-IOV layout, GUIDs and the subnet manager."""
 
@@ -194,6 +212,9 @@ class Fabric(Model):
     #: re-binds (new GUIDs) every VF of every node under running pods. Without it a run whose
     #: values differ from the last run's stops (components/fabric_guard.py).
     reconfigure: bool = False
+    #: A partition for the hosts' own PF ports; ``None``: PFs are only limited members of the
+    #: default partition and cannot reach each other (see :class:`InfraPartition`).
+    infrastructure: InfraPartition | None = None
 
 
 class Multus(Model):

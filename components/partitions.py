@@ -17,7 +17,9 @@ The parser facts this renderer is built around (read from that source):
 * GUIDs not (yet) in the subnet are skipped, so listing every VF of every node up front is safe.
 * With a file present, OpenSM itself makes every port a *limited* member of the default
   partition before parsing (``osm_prtn_make_default``); the Default line adds switches and the
-  SM as full members. Limited members cannot talk to each other, so two teams' VFs share nothing.
+  SM as full members. Limited members cannot talk to each other, so two teams' VFs share nothing
+  — and neither do the hosts' own PFs (host IPoIB, storage over RDMA): those go into the
+  optional infrastructure partition (``fabric.infrastructure``, PF port GUIDs only).
 
 Team partitions are full members (``=full``): a team's VFs talk to each other, and only to each
 other. ``indx0`` puts the team's P_Key at index 0 of the VF's table, which is what NCCL uses by
@@ -122,6 +124,11 @@ def partitions_conf(cfg: StackConfig, max_line: int = MAX_LINE) -> str:
     parts = team_partitions(cfg)
     check_guids(g for p in parts for g in p.members)
     body = [DEFAULT_LINE]
+    infra = onprem.fabric.infrastructure
+    if infra is not None:
+        # The hosts' PFs, full members at index 0 (config.InfraPartition): no VF is ever listed.
+        hosts = TeamPartition(infra.name, infra.pkey, -1, infra.ipoib, tuple(infra.ports))
+        body.extend(partition_lines(hosts, sm.ipoib_mtu, sm.ipoib_rate, max_line))
     for part in parts:
         body.extend(partition_lines(part, sm.ipoib_mtu, sm.ipoib_rate, max_line))
     text = HEADER + "\n".join(body) + "\n"
