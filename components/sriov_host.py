@@ -24,6 +24,13 @@ Two ways exist to give VFs fixed GUIDs; ``platform.fabric.vfConfig`` picks one:
     (``mlx5_0``), not netdev. :func:`sriov_network_node_policy` renders the policy from PF names
     (validated against the network-operator-bundled CRD) for when the config carries them.
 
+The SR-IOV device plugin reads VFs once, at start, so the DaemonSet also restarts its node's
+plugin once every planned VF exists and each team VF's ``pkeys/0`` shows its team's key, and
+after every later change (:data:`CONFIGURE_VFS`). By signal in the host PID namespace, not by
+deleting the plugin's pod through the API: the node-tools image carries no API client, and RBAC
+cannot limit a ``delete pods`` grant to the pods of one node, so every node's privileged pod
+would hold a lever over the whole namespace.
+
 Scale: the GUID plan is data — a key per node, a line per HCA (``<hca> <GUID of VF 0> <VF
 count>``; VF ``n`` is VF 0 + ``n``), never a resource per node×HCA×VF, and its size does not
 depend on the VF count. It is cut into ConfigMaps below the 1 MiB object limit
