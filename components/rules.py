@@ -307,8 +307,9 @@ def _partitions(cfg: StackConfig) -> Iterator[Issue]:
             if part.vf_index >= vfs:
                 yield Issue(
                     _p(where, "vfIndex"),
-                    f"{part.vf_index} is beyond the {vfs} VFs per HCA (allowed 0..{vfs - 1}; raise "
-                    "platform.fabric.vfsPerHca to add VFs)",
+                    f"{part.vf_index} is beyond the {vfs} VFs per HCA (allowed 0..{vfs - 1}; raising "
+                    "platform.fabric.vfsPerHca adds VFs but re-creates every VF of every node: drain the RDMA "
+                    "nodes and set platform.fabric.reconfigure: true for that run)",
                 )
             elif part.vf_index in by_vf:
                 other = by_vf[part.vf_index]
