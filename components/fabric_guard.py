@@ -12,7 +12,10 @@ Three config values decide which VF a pod's RDMA traffic uses and which partitio
   and, when another team takes the old index, puts them in that team's partition: a running pod
   of one team on another team's fabric;
 * a team's ``partition.pkey``: the partition and the device-plugin pool (``nvidia.com/sriov800N``)
-  of the team's VFs change under its running pods.
+  of the team's VFs change under its running pods;
+* a node's ``id`` or a node group's ``hcas`` (other than HCAs appended at the end): the node or
+  HCA index is a field of every VF GUID (:mod:`components.guids`), so those VFs are re-bound
+  with new GUIDs.
 
 Like :mod:`components.mig_guard`, whose mechanism this reuses: the stack exports
 :data:`OUTPUT` (these values, as a flat map of strings), the next run reads it back through the
@@ -41,8 +44,10 @@ _SCHEME = "guidScheme"
 def fabric_layout(cfg: StackConfig) -> dict[str, str]:
     """The values :func:`check` guards, as the flat map of strings the stack exports (``{}`` on AKS).
 
-    Keys: ``vfsPerHca``, ``guidScheme``, and per team with a partition ``teams.<team>.pkey`` and
-    ``teams.<team>.vfIndex`` (team names are DNS labels: no dots, so no key collides).
+    Keys: ``vfsPerHca``, ``guidScheme``, per team with a partition ``teams.<team>.pkey`` and
+    ``teams.<team>.vfIndex`` (team names are DNS labels: no dots, so no key collides), per node
+    group ``groups.<group>.hcas`` and per node ``nodes.<node>.id`` (node names may hold dots; the
+    key is read back by its prefix only).
     """
     onprem = cfg.onprem
     if onprem is None:
@@ -57,6 +62,10 @@ def fabric_layout(cfg: StackConfig) -> dict[str, str]:
         if isinstance(team.partition, OnPremPartition):
             out[f"teams.{team.name}.pkey"] = format_pkey(team.partition.pkey)
             out[f"teams.{team.name}.vfIndex"] = str(team.partition.vf_index)
+    for group in sorted(onprem.node_groups, key=lambda g: g.name):
+        out[f"groups.{group.name}.hcas"] = " ".join(group.hcas)
+    for node in sorted(onprem.nodes, key=lambda n: n.name):
+        out[f"nodes.{node.name}.id"] = str(node.id)
     return out
 
 
@@ -101,10 +110,45 @@ def check(cfg: StackConfig, previous: Mapping[str, str] | None) -> tuple[list[Is
                     "gpuaas:platform.fabric.reconfigure: true for this run (and back to false after)",
                 )
             )
+    for i, group in enumerate(onprem.node_groups):
+        was = before.get(f"groups.{group.name}.hcas")
+        if was is None:
+            continue
+        old, new = was.split(), list(group.hcas)
+        if new[: len(old)] == old:
+            continue  # unchanged, or HCAs appended: no existing HCA index moves
+        fleet_changed = True
+        if not fabric.reconfigure:
+            members = sorted(n.name for n in onprem.nodes if n.node_group == group.name)
+            issues.append(
+                Issue(
+                    f"gpuaas:platform.nodeGroups[{i}].hcas",
+                    f"changes {group.name}'s HCAs from [{', '.join(old)}] to [{', '.join(new)}]: an HCA's position "
+                    f"is a field of its VFs' GUIDs, so the VFs of {len(members)} nodes get new GUIDs under running "
+                    f"pods (append new HCAs at the end instead). First `kubectl drain` those nodes "
+                    "(--ignore-daemonsets --delete-emptydir-data), then set gpuaas:platform.fabric.reconfigure: true "
+                    "for this run (and back to false after)",
+                )
+            )
+    for i, node in enumerate(onprem.nodes):
+        was = before.get(f"nodes.{node.name}.id")
+        if was is None or was == str(node.id):
+            continue
+        fleet_changed = True
+        if not fabric.reconfigure:
+            issues.append(
+                Issue(
+                    f"gpuaas:platform.nodes[{i}].id",
+                    f"changes {node.name}'s id from {was} to {node.id}: the id is a field of its VFs' GUIDs, so "
+                    f"every VF of {node.name} gets a new GUID under running pods. First `kubectl drain {node.name} "
+                    "--ignore-daemonsets --delete-emptydir-data`, then set gpuaas:platform.fabric.reconfigure: true "
+                    "for this run (and back to false after)",
+                )
+            )
     if fabric.reconfigure and not fleet_changed:
         warnings.append(
-            "gpuaas:platform.fabric.reconfigure is true but vfsPerHca and guidScheme are unchanged; set it back "
-            "to false so the next fleet-wide VF change is reviewed"
+            "gpuaas:platform.fabric.reconfigure is true but vfsPerHca, guidScheme, node ids and HCA lists are "
+            "unchanged; set it back to false so the next VF re-creation is reviewed"
         )
     # VF index -> team, as the last run bound them.
     owner_before = {v: k.split(".")[1] for k, v in before.items() if k.startswith("teams.") and k.endswith(".vfIndex")}

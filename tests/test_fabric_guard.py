@@ -70,6 +70,22 @@ def test_a_new_guid_base_is_a_fleet_change_too() -> None:
     assert "new GUID" in issue.message
 
 
+def test_a_new_node_id_or_reordered_hcas_regive_guids_but_appended_hcas_do_not() -> None:
+    raw = raw_stack("onprem")
+    raw["platform"]["nodes"][0]["id"] = 41
+    raw["platform"]["nodeGroups"][1]["hcas"] = ["mlx5_1", "mlx5_0", *[f"mlx5_{i}" for i in range(2, 8)]]
+    issues, _ = _check(raw, _applied())
+    assert [i.path for i in issues] == ["gpuaas:platform.nodeGroups[1].hcas", "gpuaas:platform.nodes[0].id"]
+    assert "changes gpu-node-01's id from 1 to 41" in issues[1].message
+    assert "kubectl drain gpu-node-01 " in issues[1].message
+    assert "the VFs of 1 nodes get new GUIDs" in issues[0].message
+    appended = raw_stack("onprem")
+    appended["platform"]["nodeGroups"][1]["hcas"].append("mlx5_8")
+    assert _check(appended, _applied()) == ([], [])
+    raw["platform"]["fabric"]["reconfigure"] = True
+    assert _check(raw, _applied()) == ([], [])
+
+
 def test_moving_a_team_to_another_vf_or_pkey_stops_per_key() -> None:
     raw = raw_stack("onprem")
     raw["teams"][0]["partition"] = {"pkey": "0x0007", "vfIndex": 0}
