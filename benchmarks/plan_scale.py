@@ -1,9 +1,12 @@
 """Scale benchmark of the offline plan: synthetic fleets, one subprocess per case.
 
 Reports wall time, peak RSS, Pulumi resources, partitions.conf size and partitions for fleets of
-10/100/1000 nodes x 8 HCAs x 6 VFs with 8/64/256 teams. Targets (issue 7): resources grow with
+10/100/1000/4000 nodes x 8 HCAs x 6 VFs with 8/64/256 teams. Targets (issue 7): resources grow with
 nodes, teams and node groups, never with nodes x HCAs x VFs; 1000 nodes / 256 teams under 10 s and
-1 GB on 2 cores. Not a test: run it with ``make bench`` (or ``python benchmarks/plan_scale.py``).
+1 GB on 2 cores. Every Kubernetes object of every case is checked against the API server's size
+limits (:mod:`components.api_limits`: 1 MiB of ConfigMap/Secret data, 256 KiB of annotations,
+1.5 MiB per object); the benchmark exits 1 when one would be refused. Not a test: run it with
+``make bench`` (or ``python benchmarks/plan_scale.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 #: (nodes, teams, VFs per HCA): the issue's three fleets, and the largest again with 16 VFs.
-CASES = [(10, 8, 6), (100, 64, 6), (1000, 256, 6), (1000, 256, 16)]
+CASES = [(10, 8, 6), (100, 64, 6), (1000, 256, 6), (1000, 256, 16), (4000, 256, 6)]
 #: The target machine of issue 7: the plan runs pinned to this many cores (where the OS allows).
 CORES = 2
 HCAS, GROUPS = 8, 4
@@ -68,6 +71,7 @@ def synthetic_config(nodes: int, teams: int, vfs: int = 6) -> dict[str, Any]:
 def one_case(nodes: int, teams: int, vfs: int) -> dict[str, Any]:
     """Run in a child process: the plan of one synthetic fleet, measured."""
     sys.path.insert(0, str(ROOT))
+    from components.api_limits import size_problems
     from components.loader import gpuaas_section, parse_config
     from components.offline import run_program
     from components.plan import plan_files
@@ -79,7 +83,18 @@ def one_case(nodes: int, teams: int, vfs: int) -> dict[str, Any]:
     files = plan_files(run)
     wall = time.perf_counter() - start
     conf = str(run.outputs.get("partitionsConf") or "")
+    oversized = [
+        f"{r.name}: {problem}"
+        for r in run.records
+        if r.custom and r.type.startswith("kubernetes:") and "kind" in r.inputs
+        for problem in size_problems(r.inputs)
+    ]
     return {
+        "oversized": oversized,
+        "largest_object_bytes": max(
+            (len(json.dumps(r.inputs, separators=(",", ":"), default=str)) for r in run.records if r.custom),
+            default=0,
+        ),
         "nodes": nodes,
         "hcas": HCAS,
         "vfs": vfs,
@@ -137,7 +152,11 @@ def main() -> int:
         )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(rows, indent=2) + "\n")
-    return 0
+    refused = [(r["nodes"], r["teams"], r["vfs"], p) for r in rows for p in r["oversized"]]
+    for nodes, teams, vfs, problem in refused:
+        print(f"{nodes:>6} {teams:>6} {vfs:>4}  the API server would refuse {problem}")
+    print(f"largest object: {max((r['largest_object_bytes'] for r in rows), default=0)} bytes of JSON")
+    return 1 if refused or len(rows) < len(CASES) else 0
 
 
 if __name__ == "__main__":

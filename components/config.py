@@ -167,11 +167,32 @@ class OpenSm(Model):
     routing_engine: str = "ftree"
     #: IBTA MTU code of the IPoIB broadcast groups: 4 = 2048, 5 = 4096 (opensm(8)).
     ipoib_mtu: Literal[4, 5] = 5
-    #: IBTA rate code: 17 = 200 Gb/s (HDR), 21 = 400 Gb/s (NDR), 23 = 800 Gb/s (XDR).
-    ipoib_rate: Literal[17, 21, 23] = 21
+    #: IBTA rate code of the IPoIB broadcast groups: 17 = 200 Gb/s (HDR), 21 = 400 Gb/s (NDR),
+    #: 23 = 800 Gb/s (XDR). ``None`` (default): no ``rate=`` flag. A group's rate is a join
+    #: requirement: a port whose link trained slower cannot join it (opensm(8) "rate"), so one
+    #: degraded link would lose IPoIB; set it only on a fabric whose links all run at that rate.
+    ipoib_rate: Literal[17, 21, 23] | None = None
     #: Run NVIDIA OpenSM in the cluster (privileged Deployment pinned to ``node``).
     deploy_in_cluster: bool = False
     node: DnsSubdomain | None = None
+
+
+class InfraPartition(Model):
+    """The hosts' own ports (PFs) as full members of one partition: host IPoIB, storage over RDMA.
+
+    With a partitions.conf, OpenSM makes every port a *limited* member of the default partition
+    (linux-rdma/opensm ``osm_prtn.c`` ``osm_prtn_make_default``), and two limited members cannot
+    talk: PF-to-PF traffic stops. This partition gives the listed PF ports a partition of their
+    own, at P_Key index 0 (``indx0``: the parent IPoIB interface and RDMA CM use index 0), and
+    never holds a VF, so team VFs still reach no host.
+    """
+
+    #: The partition's name in partitions.conf.
+    name: DnsLabel = "infra"
+    pkey: PKey
+    ipoib: bool = True
+    #: Port GUIDs of the hosts' PFs (``ibstat -p`` on each host); VF GUIDs are refused.
+    ports: list[Guid]
 
 
 class Fabric(Model):
@@ -185,10 +206,20 @@ class Fabric(Model):
     opensm: OpenSm = OpenSm()
     #: How VFs are created and given GUIDs on the hosts (see components/sriov_host.py).
     vf_config: Literal["daemonset", "sriov-network-operator"] = "daemonset"
-    #: IPAM of the team NADs: ``static`` addresses per pod annotation, or NVIDIA nv-ipam pools.
-    ipam: Literal["static", "nv-ipam"] = "static"
+    #: IPAM of the team NADs. ``none``: the VF gets no IPv4 address (RDMA needs none; NCCL
+    #: bootstraps over the pod network). ``static``: every pod lists its own ``ips`` in its
+    #: network-selection element (pods that list none use the team's address-less
+    #: ``ib-<team>-rdma`` NAD). ``nv-ipam``: NVIDIA nv-ipam assigns them from a pool per team.
+    ipam: Literal["none", "static", "nv-ipam"] = "none"
     #: Subnet each team's secondary network draws from (nv-ipam) — one /24 per team by P_Key.
     ipam_supernet: str = "192.168.0.0/16"
+    #: Acknowledges that changing ``vfsPerHca`` or ``guidScheme`` re-creates (``sriov_numvfs``) or
+    #: re-binds (new GUIDs) every VF of every node under running pods. Without it a run whose
+    #: values differ from the last run's stops (components/fabric_guard.py).
+    reconfigure: bool = False
+    #: A partition for the hosts' own PF ports; ``None``: PFs are only limited members of the
+    #: default partition and cannot reach each other (see :class:`InfraPartition`).
+    infrastructure: InfraPartition | None = None
 
 
 class Multus(Model):
@@ -357,6 +388,9 @@ class OnPremPartition(Model):
     pkey: PKey
     vf_index: NonNegativeInt
     ipoib: bool = True
+    #: Acknowledges that changing this ``pkey`` or ``vfIndex`` moves the team's VFs to another
+    #: partition or pool under its running pods. Without it such a run stops (components/fabric_guard.py).
+    reconfigure: bool = False
 
 
 class AksPartition(Model):

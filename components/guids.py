@@ -93,3 +93,22 @@ def check_guids(guids: Iterable[int]) -> None:
         if guid in seen:
             raise GuidError(f"GUID {format_guid(guid)} appears twice; every VF needs its own")
         seen.add(guid)
+
+
+def vf_owner(onprem: OnPremPlatform, guid: int) -> tuple[str, int, int] | None:
+    """``(node, HCA index, VF index)`` whose VF has ``guid`` under the GUID scheme, else ``None``.
+
+    Arithmetic, not a table: it decodes the scheme's fields (fleets have millions of VFs).
+    """
+    scheme = onprem.fabric.guid_scheme
+    low = scheme.hca_bits + scheme.vf_bits
+    if guid >> (low + scheme.node_bits) << (low + scheme.node_bits) != scheme.base:
+        return None
+    node_id = (guid >> low) & ((1 << scheme.node_bits) - 1)
+    hca = (guid >> scheme.vf_bits) & ((1 << scheme.hca_bits) - 1)
+    vf = guid & ((1 << scheme.vf_bits) - 1)
+    for node in onprem.nodes:
+        group = onprem.groups_by_name.get(node.node_group)
+        if node.id == node_id and group is not None and hca < len(group.hcas) and vf < onprem.fabric.vfs_per_hca:
+            return node.name, hca, vf
+    return None

@@ -8,9 +8,17 @@ On every RDMA node (``cfg.network.node_selector``) it
 2. writes systemd drop-ins ``LimitMEMLOCK=infinity`` for containerd and the kubelet: containers
    inherit containerd's memlock limit, and RDMA memory registration fails under the usual 64 KiB
    (Azure/aks-rdma-infiniband README: "without this ... ``ulimit -l`` value of 64");
-3. runs ``systemctl daemon-reload`` and restarts a service **only** when its drop-in changed, so
-   a re-rolled DaemonSet (or a rebooted node) never restarts containerd/kubelet twice;
-4. logs one line ``ib-node-config: node=… changed=… restarted=…`` and marks itself done, which
+3. runs ``systemctl daemon-reload`` and restarts a service **only** when its drop-in changed or
+   its running process still has a lower limit: the *live* ``Max locked memory`` of the
+   service's ``MainPID`` (``/proc/<pid>/limits``; the pod shares the host PID namespace) is
+   compared, not just the file, so a pod killed between writing the drop-in and restarting is
+   repaired by the next one instead of seeing "unchanged" forever. A re-rolled DaemonSet (or a
+   rebooted node) never restarts containerd/kubelet twice;
+4. staggers a node's *first* restart (no drop-in there yet): on a first install every pod starts
+   at once (a DaemonSet's ``maxUnavailable`` only paces updates), so each node waits
+   ``cksum(node name) mod window`` seconds, the window growing with the fleet
+   (:func:`stagger_seconds`); repairs and drifts restart at once;
+5. logs one line ``ib-node-config: node=… changed=… restarted=…`` and marks itself done, which
    makes the pod Ready; then it sleeps.
 
 **Result signalling: readiness + a log line, no node label.** The pod turns Ready only after
@@ -21,16 +29,20 @@ the node-tools image carries no API client, and the ServiceAccount would need a 
 patch *any* Node (RBAC cannot limit it to its own), a cluster-wide steering lever held by a
 privileged hostPID pod.
 
-It runs after the NicClusterPolicy is ready: with the containerized DOCA driver, loading the
-modules earlier would pull in the inbox ones the driver container is about to replace (the race
-behind Mellanox/doca-driver-build#52).
+It runs after the NicClusterPolicy is ready, and with the containerized DOCA driver only on nodes
+whose driver pod is ready (the operator's ``network.nvidia.com/operator.mofed.wait=false`` label,
+:func:`components.network_operator.driver_ready_node_selector`; the policy being ready does not
+mean every node's driver is, and a node's driver reloads on upgrade): loading the modules earlier
+would pull in the inbox ones the driver container is about to replace (the race behind
+Mellanox/doca-driver-build#52).
 
 The script lives here as a string, goes into a ConfigMap, and its SHA-256 is a pod-template
 annotation, so editing it re-rolls the DaemonSet. Every host access goes through variables a test
 can point elsewhere: ``IB_NODE_CONFIG_ROOT`` (host filesystem, default ``/host``),
 ``IB_NODE_CONFIG_SYSTEMCTL`` / ``IB_NODE_CONFIG_MODPROBE`` (default: the host's, via
-``nsenter`` into PID 1), ``IB_NODE_CONFIG_DONE`` (readiness marker) and ``IB_NODE_CONFIG_ONESHOT``
-(exit instead of sleeping).
+``nsenter`` into PID 1), ``IB_NODE_CONFIG_PROC`` (the host's ``/proc``), ``IB_NODE_CONFIG_STAGGER``
+(the first-restart window in seconds), ``IB_NODE_CONFIG_DONE`` (readiness marker) and
+``IB_NODE_CONFIG_ONESHOT`` (exit instead of sleeping).
 """
 
 from __future__ import annotations
@@ -43,7 +55,7 @@ import pulumi
 from components import k8s as kube
 from components.config import StackConfig
 from components.k8s import Manifest
-from components.network_operator import NetworkArgs, tolerations
+from components.network_operator import NetworkArgs, driver_ready_node_selector, tolerations
 from components.resources import PART_OF
 
 NAME = "ib-node-config"
@@ -67,6 +79,8 @@ HOST_EXEC="nsenter --target 1 --mount --uts --ipc --net --pid --"
 read -r -a SYSTEMCTL <<< "${IB_NODE_CONFIG_SYSTEMCTL:-$HOST_EXEC systemctl}"
 read -r -a MODPROBE <<< "${IB_NODE_CONFIG_MODPROBE:-$HOST_EXEC modprobe}"
 DONE="${IB_NODE_CONFIG_DONE:-/tmp/ib-node-config.done}"
+PROC="${IB_NODE_CONFIG_PROC:-/proc}"
+STAGGER="${IB_NODE_CONFIG_STAGGER:-0}"
 NODE="${NODE_NAME:-$(hostname)}"
 MODULES=(__MODULES__)
 SERVICES=(__SERVICES__)
@@ -98,15 +112,44 @@ MEMLOCK_DROPIN="# gpuaas ib-node-config: RDMA pins the memory it registers; cont
 [Service]
 LimitMEMLOCK=infinity"
 
+# live_memlock SERVICE: the soft "Max locked memory" of the service's running main process
+# ("unlimited" or bytes); nothing when it has none or it cannot be read.
+live_memlock() {
+  local pid line
+  pid=$("${SYSTEMCTL[@]}" show -p MainPID --value "$1" 2>/dev/null || true)
+  [[ "$pid" =~ ^[1-9][0-9]*$ && -r "$PROC/$pid/limits" ]] || return 0
+  while read -r line; do
+    if [[ "$line" == "Max locked memory"* ]]; then
+      read -r -a f <<< "$line"
+      echo "${f[3]}"
+    fi
+  done < "$PROC/$pid/limits"
+}
+
 restart=()
+first=""
 for service in "${SERVICES[@]}"; do
-  if write_if_changed "/etc/systemd/system/$service.service.d/__DROPIN_NAME__" "$MEMLOCK_DROPIN"; then
+  dropin="/etc/systemd/system/$service.service.d/__DROPIN_NAME__"
+  [[ -e "$ROOT$dropin" ]] || first=1
+  if write_if_changed "$dropin" "$MEMLOCK_DROPIN"; then
     changed+=("$service-memlock")
     restart+=("$service")
+  else
+    live=$(live_memlock "$service")
+    if [[ -n "$live" && "$live" != "unlimited" ]]; then
+      echo "ib-node-config: $service runs with memlock $live although its drop-in says infinity" >&2
+      changed+=("$service-live-memlock")
+      restart+=("$service")
+    fi
   fi
 done
 
 if ((${#restart[@]})); then
+  if [[ -n "$first" && "$STAGGER" -gt 0 ]]; then
+    delay=$(( $(printf '%s' "$NODE" | cksum | cut -d' ' -f1) % STAGGER ))
+    echo "ib-node-config: node=$NODE first restart of ${restart[*]} in ${delay}s (staggered over ${STAGGER}s)" >&2
+    sleep "$delay"
+  fi
   "${SYSTEMCTL[@]}" daemon-reload
   for service in "${restart[@]}"; do
     "${SYSTEMCTL[@]}" restart "$service"
@@ -139,6 +182,26 @@ def script_sha256() -> str:
     return hashlib.sha256(script().encode()).hexdigest()
 
 
+#: Seconds per node of the first-restart window, and its cap: 1000 nodes spread over 10 minutes.
+STAGGER_PER_NODE = 2
+MAX_STAGGER = 600
+
+
+def stagger_seconds(cfg: StackConfig) -> int:
+    """The window over which first installs restart containerd and the kubelet (seconds).
+
+    Grows with the nodes that run it: on-prem ``platform.nodes``, on AKS every pool at
+    ``maxCount``; at most :data:`MAX_STAGGER` (Pulumi waits for the DaemonSet's rollout).
+    """
+    if cfg.onprem is not None:
+        nodes = len(cfg.onprem.nodes)
+    elif cfg.aks is not None:
+        nodes = sum(p.max_count for p in cfg.aks.gpu_pools)
+    else:
+        nodes = 0
+    return min(MAX_STAGGER, STAGGER_PER_NODE * nodes)
+
+
 def config_map(cfg: StackConfig) -> Manifest:
     return {
         "apiVersion": "v1",
@@ -159,6 +222,7 @@ def daemonset(cfg: StackConfig) -> Manifest:
     env: list[dict[str, Any]] = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {"name": "IB_NODE_CONFIG_DONE", "value": DONE_FILE},
+        {"name": "IB_NODE_CONFIG_STAGGER", "value": str(stagger_seconds(cfg))},
     ]
     return {
         "apiVersion": "apps/v1",
@@ -173,7 +237,7 @@ def daemonset(cfg: StackConfig) -> Manifest:
                 "spec": {
                     "hostPID": True,
                     "priorityClassName": "system-node-critical",
-                    "nodeSelector": dict(cfg.network.node_selector),
+                    "nodeSelector": driver_ready_node_selector(cfg.network),
                     "tolerations": tolerations(cfg.network),
                     "automountServiceAccountToken": False,
                     "terminationGracePeriodSeconds": 5,

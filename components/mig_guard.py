@@ -158,21 +158,36 @@ def enforce(cfg: StackConfig, previous: object, previous_nodes: object = None) -
     Raises ``pulumi.RunError`` with the config-error text (no traceback, like a bad config) so
     the resources whose inputs wait on it are never sent; logs the warnings. ``True`` otherwise.
     """
-    last = [_layout_map(name, value) for name, value in ((OUTPUT, previous), (NODE_OUTPUT, previous_nodes))]
-    issues, warnings = check(cfg, *last)
-    for w in warnings:
-        pulumi.log.warn(w)
+    return stop_on([check(cfg, *last_maps(previous, previous_nodes))])
+
+
+def last_maps(previous: object, previous_nodes: object) -> tuple[Mapping[str, str] | None, ...]:
+    """This guard's last outputs, each a map of layouts or ``None``."""
+    return tuple(string_map(name, value) for name, value in ((OUTPUT, previous), (NODE_OUTPUT, previous_nodes)))
+
+
+def stop_on(results: Sequence[tuple[list[Issue], list[str]]]) -> bool:
+    """Every day-2 guard's ``(issues, warnings)`` at once: log the warnings, stop on any issue.
+
+    Shared by the guards (this one, :mod:`components.fabric_guard`) so that one run reports
+    every problem of every guard together, as a bad config does.
+    """
+    issues = sorted(i for found, _w in results for i in found)
+    for _i, warnings in results:
+        for w in warnings:
+            pulumi.log.warn(w)
     if issues:
         raise pulumi.RunError(ConfigError(issues).render())
     return True
 
 
-def _layout_map(name: str, value: object) -> Mapping[str, str] | None:
+def string_map(name: str, value: object) -> Mapping[str, str] | None:
+    """The last run's output ``name`` as a map of strings; ``None`` (compare nothing) otherwise."""
     if value is None:
         return None
     if isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         return value
-    pulumi.log.warn(f"the last run's {name} output is not a map of layouts; the MIG guard ignores it")
+    pulumi.log.warn(f"the last run's {name} output is not a map of strings; its day-2 guard ignores it")
     return None
 
 

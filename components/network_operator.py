@@ -130,6 +130,27 @@ def tolerations(network: Network) -> list[dict[str, Any]]:
     return [t.model_dump(exclude_none=True) for t in network.tolerations]
 
 
+#: The Network Operator sets this node label to ``false`` once the DOCA driver pod of the node is
+#: ready (and on every Mellanox node when no ``ofedDriver`` is configured), ``true`` while it
+#: (re)loads; its own operands select ``"false"`` (network-operator
+#: ``manifests/state-sriov-device-plugin/0030-sriov-dp-daemonset.yaml``,
+#: ``controllers/nicclusterpolicy_controller.go`` ``handleMOFEDWaitLabels``).
+MOFED_WAIT_LABEL = "network.nvidia.com/operator.mofed.wait"
+
+
+def driver_ready_node_selector(network: Network) -> dict[str, str]:
+    """The RDMA nodes' selector, plus "driver loaded" where the DOCA driver runs in a container.
+
+    A node DaemonSet that loads modules or creates VFs before the driver container has replaced
+    the inbox modules races it (Mellanox/doca-driver-build#52); selecting the operator's own
+    wait label makes the pod start after the driver and leave while the driver reloads.
+    """
+    selector = dict(network.node_selector)
+    if network.ofed_driver == "container":
+        selector[MOFED_WAIT_LABEL] = "false"
+    return selector
+
+
 def node_affinity(network: Network) -> dict[str, Any]:
     """A required nodeAffinity equivalent to ``cfg.network.node_selector`` (keys sorted)."""
     return {
@@ -150,13 +171,15 @@ def node_affinity(network: Network) -> dict[str, Any]:
 class NetworkArgs:
     """Arguments of the network components that run after the operator.
 
-    ``after``: resources their cluster objects wait for. A component's own ``depends_on`` does
+    ``after``: resources their cluster objects wait for; ``gate``: see the field. A component's own ``depends_on`` does
     not reach its children (the SDK registers children with their own dependencies only), so
     the order is handed in and put on every child.
     """
 
     cfg: StackConfig
     after: Sequence[pulumi.Resource] = ()
+    #: The day-2 guards (:mod:`components.mig_guard`); objects that move VFs wait for it.
+    gate: pulumi.Output[bool] | None = None
 
 
 class NetworkOperator(pulumi.ComponentResource):

@@ -37,7 +37,7 @@ from typing import Any
 import pulumi
 
 from components import k8s as kube
-from components import multus, multus_kubeconfig
+from components import mig_guard, multus, multus_kubeconfig
 from components import rdma_shared_device_plugin as rdma
 from components.config import StackConfig
 from components.k8s import Manifest
@@ -224,7 +224,10 @@ class NicClusterPolicy(pulumi.ComponentResource):
             kube.apply(f"{name}-node-feature-rule", rule, kube.child(self, [*args.after])) if rule else None
         )
         before = [self.node_feature_rule] if self.node_feature_rule is not None else []
-        self.policy = kube.apply(f"{name}-policy", nic_cluster_policy(cfg), kube.child(self, [*args.after, *before]))
+        policy = nic_cluster_policy(cfg)
+        # The device-plugin pools follow the team P_Keys: a guarded fabric change waits.
+        policy["spec"] = mig_guard.gated(args.gate, policy["spec"])
+        self.policy = kube.apply(f"{name}-policy", policy, kube.child(self, [*args.after, *before]))
         self.ib_sriov_cni = None
         if cfg.onprem is not None:
             self.ib_sriov_cni = kube.apply(

@@ -17,7 +17,9 @@ The parser facts this renderer is built around (read from that source):
 * GUIDs not (yet) in the subnet are skipped, so listing every VF of every node up front is safe.
 * With a file present, OpenSM itself makes every port a *limited* member of the default
   partition before parsing (``osm_prtn_make_default``); the Default line adds switches and the
-  SM as full members. Limited members cannot talk to each other, so two teams' VFs share nothing.
+  SM as full members. Limited members cannot talk to each other, so two teams' VFs share nothing
+  — and neither do the hosts' own PFs (host IPoIB, storage over RDMA): those go into the
+  optional infrastructure partition (``fabric.infrastructure``, PF port GUIDs only).
 
 Team partitions are full members (``=full``): a team's VFs talk to each other, and only to each
 other. ``indx0`` puts the team's P_Key at index 0 of the VF's table, which is what NCCL uses by
@@ -85,10 +87,14 @@ def team_partition(cfg: StackConfig, team: Team) -> TeamPartition | None:
     return next((p for p in team_partitions(cfg) if p.team == team.name), None)
 
 
-def partition_lines(part: TeamPartition, mtu: int, rate: int, max_line: int = MAX_LINE) -> list[str]:
-    """The definitions of one partition, split so that no line is longer than ``max_line``."""
+def partition_lines(part: TeamPartition, mtu: int, rate: int | None, max_line: int = MAX_LINE) -> list[str]:
+    """The definitions of one partition, split so that no line is longer than ``max_line``.
+
+    ``rate``: ``None`` writes no ``rate=`` flag (``fabric.opensm.ipoibRate``).
+    """
     pkey = format_pkey(part.pkey)
-    first = f"{part.team}={pkey}, indx0" + (f", ipoib, mtu={mtu}, rate={rate}" if part.ipoib else "") + " : "
+    flags = f", ipoib, mtu={mtu}" + (f", rate={rate}" if rate is not None else "") if part.ipoib else ""
+    first = f"{part.team}={pkey}, indx0{flags} : "
     more = f"{part.team}={pkey}, indx0 : "
     if len(first) + len(format_guid(0)) + len("=full;") > max_line:
         raise ValueError(f"max_line {max_line} cannot hold one member of partition {part.team}")
@@ -118,6 +124,11 @@ def partitions_conf(cfg: StackConfig, max_line: int = MAX_LINE) -> str:
     parts = team_partitions(cfg)
     check_guids(g for p in parts for g in p.members)
     body = [DEFAULT_LINE]
+    infra = onprem.fabric.infrastructure
+    if infra is not None:
+        # The hosts' PFs, full members at index 0 (config.InfraPartition): no VF is ever listed.
+        hosts = TeamPartition(infra.name, infra.pkey, -1, infra.ipoib, tuple(infra.ports))
+        body.extend(partition_lines(hosts, sm.ipoib_mtu, sm.ipoib_rate, max_line))
     for part in parts:
         body.extend(partition_lines(part, sm.ipoib_mtu, sm.ipoib_rate, max_line))
     text = HEADER + "\n".join(body) + "\n"

@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quiet:
         print(summary, end="")
     if args.previous is not None:
-        print(f"MIG guard: layouts checked against {args.previous}", file=sys.stderr)
+        print(f"day-2 guards (MIG layouts, fabric): checked against {args.previous}", file=sys.stderr)
     print(f"plan written to {args.out / args.stack}", file=sys.stderr)
     return 0
 

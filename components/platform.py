@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import mig_guard, rdma_shared_device_plugin
+from components import fabric_guard, mig_guard, rdma_shared_device_plugin
 from components.admission import Admission
 from components.aks import AksCluster
 from components.config import StackConfig
@@ -50,7 +50,9 @@ class Platform(pulumi.ComponentResource):
         #    Pulumi waits for the policy's status.state=ready (its pulumi.com/waitFor annotation).
         network_operator = NetworkOperator(f"{name}-network-operator", cfg, cluster_opts)
         nic_cluster_policy = NicClusterPolicy(
-            f"{name}-nic-cluster-policy", NetworkArgs(cfg, after=[network_operator.release]), cluster_opts
+            f"{name}-nic-cluster-policy",
+            NetworkArgs(cfg, after=[network_operator.release], gate=mig_gate),
+            cluster_opts,
         )
         # 4. ib-node-config: kernel modules and memlock, before any RDMA pod is scheduled; after the
         #    policy so the containerized DOCA driver has replaced the inbox modules it loads.
@@ -75,13 +77,19 @@ class Platform(pulumi.ComponentResource):
             self._labelled.extend(nodes.patches.values())
         # 8. SR-IOV host side and OpenSM partitions (on-prem), after the policy's NIC driver: VFs get
         #    their GUIDs, and the SM the member lists, before team NADs hand those VFs to pods.
+        #    A change that moves VFs under running pods waits on the day-2 guard (components/fabric_guard.py).
         team_after: list[pulumi.Resource] = [nic_cluster_policy.policy]
+        fabric: list[pulumi.CustomResource] = [nic_cluster_policy.policy]
         if cfg.onprem is not None:
             if cfg.onprem.fabric.vf_config == "daemonset":
-                sriov_host = SriovHost(f"{name}-sriov-host", cfg, cluster_opts, depends_on=[nic_cluster_policy.policy])
+                sriov_host = SriovHost(
+                    f"{name}-sriov-host", cfg, cluster_opts, depends_on=[nic_cluster_policy.policy], gate=mig_gate
+                )
                 team_after.append(sriov_host.daemonset)
-            opensm = OpenSm(f"{name}-opensm", cfg, cluster_opts, depends_on=[network_operator.namespace])
+                fabric.extend(sriov_host.plans)
+            opensm = OpenSm(f"{name}-opensm", cfg, cluster_opts, depends_on=[network_operator.namespace], gate=mig_gate)
             team_after.append(opensm.config_map)
+            fabric.extend([*opensm.parts, opensm.config_map])
             self.exports["partitionsConf"] = opensm.partitions_conf
             self.exports["opensmConf"] = opensm.opensm_conf
         # 9. Teams: namespaces, quotas, RBAC, NADs (their CRD comes with the operator); then 10. the
@@ -106,18 +114,32 @@ class Platform(pulumi.ComponentResource):
             self.exports[mig_guard.NODE_OUTPUT] = mig_guard.once_applied(
                 mig_gate, self._labelled, mig_guard.node_layouts(cfg)
             )
+            self.exports[fabric_guard.OUTPUT] = mig_guard.once_applied(
+                mig_gate, fabric, fabric_guard.fabric_layout(cfg)
+            )
         self.register_outputs(self.exports)
 
     def _mig_gate(self, name: str, cfg: StackConfig) -> pulumi.Output[bool]:
-        """The day-2 MIG guard over this stack's own last outputs (a StackReference to itself).
+        """The day-2 guards over this stack's own last outputs (a StackReference to itself).
 
-        Resolves to ``True``, or fails the run with the config-error text when a node group's
-        MIG layout changes without ``mig.reconfigure: true``; node labels wait on it.
+        Resolves to ``True``, or fails the run with the config-error text, every guard's problems
+        together: a node group's MIG layout changes without ``mig.reconfigure: true``
+        (:mod:`components.mig_guard`; node labels wait on it), or a fabric change moves VFs under
+        running pods without its acknowledgement (:mod:`components.fabric_guard`; the GUID plan,
+        P_Key table, partitions.conf and NicClusterPolicy wait on it).
         """
         me = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
         last_run = pulumi.StackReference(f"{name}-last-run", stack_name=me, opts=pulumi.ResourceOptions(parent=self))
-        last = pulumi.Output.all(last_run.get_output(mig_guard.OUTPUT), last_run.get_output(mig_guard.NODE_OUTPUT))
-        return last.apply(lambda outputs: mig_guard.enforce(cfg, outputs[0], outputs[1]))
+        names = (mig_guard.OUTPUT, mig_guard.NODE_OUTPUT, fabric_guard.OUTPUT)
+        last = pulumi.Output.all(*[last_run.get_output(n) for n in names])
+        return last.apply(
+            lambda o: mig_guard.stop_on(
+                [
+                    mig_guard.check(cfg, *mig_guard.last_maps(o[0], o[1])),
+                    fabric_guard.check(cfg, mig_guard.string_map(fabric_guard.OUTPUT, o[2])),
+                ]
+            )
+        )
 
     def _cluster(self, name: str, cfg: StackConfig, mig_gate: pulumi.Output[bool]) -> k8s.Provider:
         onprem = cfg.onprem

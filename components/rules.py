@@ -348,8 +348,9 @@ def _partitions(cfg: StackConfig) -> Iterator[Issue]:
             if part.vf_index >= vfs:
                 yield Issue(
                     _p(where, "vfIndex"),
-                    f"{part.vf_index} is beyond the {vfs} VFs per HCA (allowed 0..{vfs - 1}; raise "
-                    "platform.fabric.vfsPerHca to add VFs)",
+                    f"{part.vf_index} is beyond the {vfs} VFs per HCA (allowed 0..{vfs - 1}; raising "
+                    "platform.fabric.vfsPerHca adds VFs but re-creates every VF of every node: drain the RDMA "
+                    "nodes and set platform.fabric.reconfigure: true for that run)",
                 )
             elif part.vf_index in by_vf:
                 other = by_vf[part.vf_index]
@@ -417,6 +418,7 @@ def _team_networks(cfg: StackConfig) -> Iterator[Issue]:
         )
     if f.ipam == "nv-ipam":
         yield from _nv_ipam(cfg, p)
+    yield from _infrastructure(cfg, p)
     from components.sriov_host import MAX_PLAN_BYTES, node_plan_bound, shard_size
 
     for i, g in enumerate(p.node_groups):
@@ -425,6 +427,40 @@ def _team_networks(cfg: StackConfig) -> Iterator[Issue]:
                 _p(f"platform.nodeGroups[{i}]", "hcas"),
                 f"one node's VF GUID plan ({len(g.hcas)} HCAs) can take {node_plan_bound(g)} bytes; a ConfigMap "
                 f"holds at most {MAX_PLAN_BYTES}. List fewer HCAs",
+            )
+
+
+def _infrastructure(cfg: StackConfig, p: OnPremPlatform) -> Iterator[Issue]:
+    """The hosts' partition: its own P_Key and name, PF ports only, each once."""
+    from components.guids import vf_owner
+
+    infra = p.fabric.infrastructure
+    if infra is None:
+        return
+    key = "gpuaas:platform.fabric.infrastructure"
+    for i, t in enumerate(cfg.teams):
+        if isinstance(t.partition, OnPremPartition) and t.partition.pkey == infra.pkey:
+            yield Issue(
+                f"{key}.pkey",
+                f"{format_pkey(infra.pkey)} is already the partition of {t.name!r} (teams[{i}]); the hosts' "
+                "partition needs a P_Key of its own",
+            )
+        if t.name == infra.name:
+            yield Issue(f"{key}.name", f"{infra.name!r} is also a team's name (teams[{i}]); pick another")
+    if not infra.ports:
+        yield Issue(f"{key}.ports", "is empty: list the hosts' PF port GUIDs (ibstat -p on each host)")
+    seen: set[int] = set()
+    for j, guid in enumerate(infra.ports):
+        if guid in seen:
+            yield Issue(f"{key}.ports[{j}]", f"0x{guid:016x} is listed twice")
+        seen.add(guid)
+        owner = vf_owner(p, guid)
+        if owner is not None:
+            node, hca, vf = owner
+            yield Issue(
+                f"{key}.ports[{j}]",
+                f"0x{guid:016x} is the GUID of VF {vf} on HCA {hca} of {node} (fabric.guidScheme): the hosts' "
+                "partition holds PF ports only, never a team's VF",
             )
 
 
@@ -455,7 +491,7 @@ def _nv_ipam(cfg: StackConfig, p: OnPremPlatform) -> Iterator[Issue]:
         yield Issue(
             "gpuaas:platform.fabric.ipam",
             f"nv-ipam gives a team one /24 (254 addresses) and each node {block} of them; {len(p.nodes)} nodes "
-            f"need {len(p.nodes) * block}. Use ipam: static",
+            f"need {len(p.nodes) * block}. Use ipam: none (RDMA needs no address) or static",
         )
 
 

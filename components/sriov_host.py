@@ -24,6 +24,13 @@ Two ways exist to give VFs fixed GUIDs; ``platform.fabric.vfConfig`` picks one:
     (``mlx5_0``), not netdev. :func:`sriov_network_node_policy` renders the policy from PF names
     (validated against the network-operator-bundled CRD) for when the config carries them.
 
+The SR-IOV device plugin reads VFs once, at start, so the DaemonSet also restarts its node's
+plugin once every planned VF exists and each team VF's ``pkeys/0`` shows its team's key, and
+after every later change (:data:`CONFIGURE_VFS`). By signal in the host PID namespace, not by
+deleting the plugin's pod through the API: the node-tools image carries no API client, and RBAC
+cannot limit a ``delete pods`` grant to the pods of one node, so every node's privileged pod
+would hold a lever over the whole namespace.
+
 Scale: the GUID plan is data — a key per node, a line per HCA (``<hca> <GUID of VF 0> <VF
 count>``; VF ``n`` is VF 0 + ``n``), never a resource per node×HCA×VF, and its size does not
 depend on the VF count. It is cut into ConfigMaps below the 1 MiB object limit
@@ -44,17 +51,24 @@ from typing import Final
 import pulumi
 
 from components import k8s as kube
-from components import resources
+from components import mig_guard, resources
 from components.config import Node, NodeGroup, OnPremPartition, OnPremPlatform, StackConfig, Team
 from components.guids import check_guids, node_guids
 from components.k8s import Manifest
-from components.network_operator import tolerations
-from components.types import colon_guid
+from components.network_operator import driver_ready_node_selector, tolerations
+from components.rules import sriov_partitions
+from components.types import colon_guid, full_member_pkey
 
 PART_OF: Final = resources.PART_OF
 GUIDS_CONFIG_MAP: Final = "gpuaas-vf-guids"
 DAEMONSET: Final = "gpuaas-vf-config"
 PLAN_DIR: Final = "/etc/gpuaas/vf-guids"
+#: The team P_Key each VF index must show at ``pkeys/0`` before the device plugin is restarted.
+PKEYS_CONFIG_MAP: Final = "gpuaas-vf-pkeys"
+PKEYS_DIR: Final = "/etc/gpuaas/vf-pkeys"
+PKEYS_KEY: Final = "pkeys"
+#: Host tmpfs directory keeping the state the device plugin was last restarted for.
+STATE_DIR: Final = "/run/gpuaas"
 #: Host file of the SR-IOV Network Operator's static IB GUID assignment.
 OPERATOR_GUID_FILE: Final = "/etc/sriov-operator/infiniband/guids"
 #: ConfigMaps hold at most 1 MiB (etcd's request limit); leave room for metadata.
@@ -65,61 +79,180 @@ MAX_NODE_NAME: Final = 253
 LINE_CHARS: Final = len(f" {colon_guid(0)} 127\n")
 CONFIG_HASH_ANNOTATION: Final = "gpuaas.io/config-hash"
 
-#: Idempotent per-node VF configuration (see the module docstring). Applies the node's plan, then
-#: re-applies it whenever the plan file changes (the projected volume follows its ConfigMaps), so
-#: adding or changing nodes restarts no pod. ``SYSFS``/``READY``/``ONESHOT``/``PERIOD`` exist for
-#: the tests, which run it against a fake sysfs.
+#: Idempotent per-node VF configuration (see the module docstring), re-checked against the host
+#: every ``PERIOD`` seconds, not only when the plan changes: a driver reload or ``mlxfwreset``
+#: destroys the VFs (``sriov_numvfs`` back to 0) and the next pass recreates them. Then the SR-IOV
+#: device plugin: it discovers devices once, at start, and reads each VF's P_Key from
+#: ``pkeys/0`` while building it (sriov-network-device-plugin v3.11.0 ``cmd/sriovdp/main.go``
+#: ``discoverHostDevices`` before ``startAllServers``; ``pkg/netdevice/pciNetDevice.go``
+#: ``GetPKey``), so a plugin started before the VFs exist advertises empty pools, and one started
+#: before the subnet manager programmed a partition keeps that VF under its old resource. Once
+#: every planned VF exists and each team VF's ``pkeys/0`` reads its team's full-member key
+#: (:func:`pkey_table`), the script restarts every device-plugin process of its node that started
+#: before that moment: SIGTERM, which the plugin answers by stopping its servers and exiting
+#: (``signal.Notify(... SIGTERM ...)``), and the kubelet starts the container again
+#: (``restartPolicy: Always``), which rediscovers. The pod runs in the host PID namespace, so it
+#: sees its node's processes and no other node's: no API access, no RBAC. A state that changes
+#: again (VFs recreated, a partition moved) is waited for and restarts the plugin once more. The
+#: settled state is kept in ``/run`` (tmpfs: gone after a reboot, when ``/proc`` start times
+#: restart too), so a restarted pod does not restart a plugin that already saw it.
+#: ``SYSFS``/``PROC``/``READY``/``STATE``/``DEVICE_PLUGIN``/``ONESHOT``/``PERIOD`` exist for the
+#: tests, which run it against a fake sysfs and a fake plugin process.
 CONFIGURE_VFS: Final = r"""set -euo pipefail
 sys="${SYSFS:-/sys}"
+proc="${PROC:-/proc}"
 ready="${READY:-/tmp/ready}"
+state_file="${STATE:-/run/gpuaas/vf-state}"
+plugin="${DEVICE_PLUGIN:-sriovdp}"
+pkeys="${PKEYS:-}"
 plan="$PLAN_DIR/$NODE_NAME"
 trap 'exit 0' TERM
 host() { nsenter --target 1 --mount -- "$@"; }
+fail() { echo "$*" >&2; exit 1; }
+vf_bdf() { basename "$(readlink -f "$1/virtfn$2")"; }
+vf_ib() {
+  local d
+  for d in "$sys/bus/pci/devices/$1/infiniband/"*; do [ -d "$d" ] && { echo "$d"; break; }; done
+  return 0
+}
 configure() {
+  changes=0
+  incomplete=""
   while read -r hca first n; do
     [ -n "$hca" ] || continue
     dev="$sys/class/infiniband/$hca/device"
-    [ -d "$dev" ] || { echo "$hca: no such RDMA device on $NODE_NAME" >&2; exit 1; }
+    [ -d "$dev" ] || fail "$hca: no such RDMA device on $NODE_NAME"
+    total=$(cat "$dev/sriov_totalvfs" 2>/dev/null || echo 0)
+    [ "$total" -ge "$n" ] || fail "$hca: the firmware allows $total VFs (sriov_totalvfs) but the plan needs $n:" \
+      "set NUM_OF_VFS to at least $n (mlxconfig -d <device> set SRIOV_EN=1 NUM_OF_VFS=$n, then mlxfwreset or" \
+      "reboot), or lower platform.fabric.vfsPerHca and platform.fabric.firmwareMaxVfs to $total"
     if [ "$(cat "$dev/sriov_numvfs")" != "$n" ]; then
       echo "$hca: sriov_numvfs -> $n"
       echo 0 > "$dev/sriov_numvfs"
       echo "$n" > "$dev/sriov_numvfs"
+      changes=$((changes + 1))
     fi
-    pf=$(ls "$dev/net" | head -n 1)
+    # The PF's netdev is needed only for the ip-link way; MLNX_OFED's sysfs way works without one.
+    pf=""
+    for net in "$dev"/net/*; do [ -e "$net" ] && { pf=$(basename "$net"); break; }; done
     for ((vf = 0; vf < n; vf++)); do
+      if [ ! -e "$dev/virtfn$vf" ]; then incomplete+=" $hca/VF$vf(absent)"; continue; fi
       hex=$(printf '%016x' $((0x${first//:/} + vf)))
       guid="${hex:0:2}:${hex:2:2}:${hex:4:2}:${hex:6:2}:${hex:8:2}:${hex:10:2}:${hex:12:2}:${hex:14:2}"
-      bdf=$(basename "$(readlink -f "$dev/virtfn$vf")")
+      bdf=$(vf_bdf "$dev" "$vf")
       have=$(cat "$sys"/bus/pci/devices/"$bdf"/infiniband/*/node_guid 2>/dev/null | tr -d ':' || true)
       [ "$have" = "${guid//:/}" ] && continue
       if [ -d "$dev/sriov/$vf" ]; then
         echo "$guid" > "$dev/sriov/$vf/node"
         echo "$guid" > "$dev/sriov/$vf/port"
         echo Follow > "$dev/sriov/$vf/policy"
-      else
+      elif [ -n "$pf" ]; then
         host ip link set "$pf" vf "$vf" node_guid "$guid" port_guid "$guid" state auto
+      else
+        echo "$hca VF $vf: cannot set GUID $guid: no MLNX_OFED sriov/$vf sysfs and no PF netdev for" \
+          "'ip link set <pf> vf $vf' (is the IPoIB module loaded?); retrying" >&2
+        incomplete+=" $hca/VF$vf(no-netdev)"
+        continue
       fi
       echo "$bdf" > "$sys"/bus/pci/drivers/mlx5_core/unbind 2>/dev/null || true
       echo "$bdf" > "$sys"/bus/pci/drivers/mlx5_core/bind
       echo "$hca VF $vf ($bdf): GUID $guid"
+      changes=$((changes + 1))
     done
   done < "$plan"
 }
+# observe: the node's VFs as the device plugin would build them, one line per planned VF, in
+# $observed; $missing lists team VFs whose pkeys/0 is not (yet) their team's full-member key.
+observe() {
+  declare -A want=() team=()
+  local vf key name hca first n dev bdf ib got
+  if [ -n "$pkeys" ] && [ -f "$pkeys" ]; then
+    while read -r vf key name; do
+      [ -n "$vf" ] || continue
+      want[$vf]=$key
+      team[$vf]=$name
+    done < "$pkeys"
+  fi
+  observed=""
+  missing=""
+  while read -r hca first n; do
+    [ -n "$hca" ] || continue
+    dev="$sys/class/infiniband/$hca/device"
+    for ((vf = 0; vf < n; vf++)); do
+      bdf=""; ib=""; got="-"
+      if [ -e "$dev/virtfn$vf" ]; then bdf=$(vf_bdf "$dev" "$vf"); ib=$(vf_ib "$bdf"); fi
+      [ -z "$ib" ] || got=$(cat "$ib/ports/1/pkeys/0" 2>/dev/null || echo -)
+      observed+="$hca $vf $bdf $(cat "$ib/node_guid" 2>/dev/null || true) $got"$'\n'
+      if [ -z "$ib" ]; then
+        missing+=" $hca/VF$vf:absent"
+      elif [ -n "${want[$vf]:-}" ] && [ "$got" != "${want[$vf]}" ]; then
+        missing+=" $hca/VF$vf:pkeys/0=$got,want=${want[$vf]}(${team[$vf]})"
+      fi
+    done
+  done < "$plan"
+}
+boot_ticks() {
+  local up hz
+  read -r up _ < "$proc/uptime"
+  hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+  echo $(( ${up%.*} * hz + 10#${up#*.} * hz / 100 ))
+}
+# Restart every device-plugin process of this node that started at or before $settled_at.
+restart_stale_plugins() {
+  local p comm stat fields
+  for p in "$proc"/[0-9]*; do
+    { read -r comm < "$p/comm"; } 2>/dev/null || continue
+    [ "$comm" = "$plugin" ] || continue
+    { read -r stat < "$p/stat"; } 2>/dev/null || continue
+    read -r -a fields <<< "${stat##*) }"
+    if [ "${fields[19]}" -le "$settled_at" ]; then
+      echo "restarting the SR-IOV device plugin (pid ${p##*/}): it discovered the VFs before they were final"
+      kill -TERM "${p##*/}" 2>/dev/null || true
+    fi
+  done
+}
+sync_device_plugin() {
+  observe
+  if [ -n "$missing" ] || [ "$changes" -gt 0 ]; then
+    if [ "$missing" != "$waiting" ] && [ -n "$missing" ]; then
+      read -r -a m <<< "$missing"
+      echo "device plugin not restarted yet: ${#m[@]} VF(s) not final, e.g. ${m[*]:0:3}"
+    fi
+    waiting="$missing"
+    settled=""
+    return
+  fi
+  waiting=""
+  if [ "$observed" != "$settled" ]; then
+    settled="$observed"
+    settled_at=$(boot_ticks)
+    mkdir -p "$(dirname "$state_file")"
+    printf '%s\n%s' "$settled_at" "$settled" > "$state_file.tmp" && mv -f "$state_file.tmp" "$state_file"
+    echo "VFs of $NODE_NAME final: every team VF carries its partition's key at pkeys/0"
+  fi
+  restart_stale_plugins
+}
 applied=""
+settled=""
+settled_at=0
+waiting="-"
+if [ -f "$state_file" ]; then { read -r settled_at; settled=$(cat)$'\n'; } < "$state_file"; fi
 while true; do
   if [ -f "$plan" ]; then
     sum=$(cksum < "$plan")
-    if [ "$sum" != "$applied" ]; then
-      configure
+    configure
+    if [ "$sum" != "$applied" ] || [ "$changes" -gt 0 ]; then
       applied="$sum"
       echo "VF plan of $NODE_NAME applied"
     fi
+    if [ -z "$incomplete" ]; then touch "$ready"; else rm -f "$ready"; fi
+    sync_device_plugin
   elif [ -z "$applied" ]; then
     echo "no GUID plan for node $NODE_NAME: not one of platform.nodes, nothing to do"
     applied="none"
+    touch "$ready"
   fi
-  touch "$ready"
-  [ -z "${ONESHOT:-}" ] || exit 0
+  [ -z "${ONESHOT:-}" ] || { [ -z "${incomplete:-}" ] || exit 1; exit 0; }
   sleep "${PERIOD:-30}" & wait $!
 done
 """
@@ -141,6 +274,28 @@ def guid_plan(cfg: StackConfig) -> dict[str, str]:
         return {}
     check_guids(g for n in onprem.nodes for guids in node_guids(onprem, n).values() for g in guids)
     return {n.name: guid_table(onprem, n) for n in sorted(onprem.nodes, key=lambda n: n.name)}
+
+
+def pkey_table(cfg: StackConfig) -> str:
+    """``<vf index> <full-member P_Key> <team>`` per team partition, by VF index.
+
+    What each team VF's ``pkeys/0`` reads once the subnet manager has programmed it: the team's
+    key in the kernel's full-member form at index 0 (``indx0``, ``=full`` in partitions.conf;
+    drivers/infiniband/core/sysfs.c prints ``0x%04x``), exactly what the device plugin's
+    ``pKeys`` selector compares.
+    """
+    rows = sorted((part.vf_index, full_member_pkey(part.pkey), team) for team, part in sriov_partitions(cfg))
+    return "".join(f"{vf} {key} {name}\n" for vf, key, name in rows)
+
+
+def pkeys_config_map(cfg: StackConfig) -> Manifest:
+    """The :func:`pkey_table` the VF pods wait for (one small ConfigMap for the fleet)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": PKEYS_CONFIG_MAP, "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
+        "data": {PKEYS_KEY: pkey_table(cfg)},
+    }
 
 
 def node_plan_bound(group: NodeGroup) -> int:
@@ -234,7 +389,9 @@ def daemonset(cfg: StackConfig, shards: Mapping[str, Mapping[str, str]] | None =
                     "hostPID": True,
                     "priorityClassName": "system-node-critical",
                     "terminationGracePeriodSeconds": 5,
-                    "nodeSelector": dict(cfg.network.node_selector),
+                    # After the containerized DOCA driver: VFs created on inbox modules vanish
+                    # when the driver container swaps them.
+                    "nodeSelector": driver_ready_node_selector(cfg.network),
                     "tolerations": tolerations(cfg.network),
                     "containers": [
                         {
@@ -244,18 +401,26 @@ def daemonset(cfg: StackConfig, shards: Mapping[str, Mapping[str, str]] | None =
                             "env": [
                                 {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                                 {"name": "PLAN_DIR", "value": PLAN_DIR},
+                                {"name": "PKEYS", "value": f"{PKEYS_DIR}/{PKEYS_KEY}"},
+                                {"name": "STATE", "value": f"{STATE_DIR}/vf-state"},
                             ],
                             "securityContext": {"privileged": True},
                             "readinessProbe": {"exec": {"command": ["test", "-f", "/tmp/ready"]}, "periodSeconds": 5},
                             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
-                            "volumeMounts": [{"name": "plan", "mountPath": PLAN_DIR, "readOnly": True}],
+                            "volumeMounts": [
+                                {"name": "plan", "mountPath": PLAN_DIR, "readOnly": True},
+                                {"name": "pkeys", "mountPath": PKEYS_DIR, "readOnly": True},
+                                {"name": "state", "mountPath": STATE_DIR},
+                            ],
                         }
                     ],
                     "volumes": [
                         {
                             "name": "plan",
                             "projected": {"sources": [{"configMap": {"name": shard}} for shard in shards]},
-                        }
+                        },
+                        {"name": "pkeys", "configMap": {"name": PKEYS_CONFIG_MAP}},
+                        {"name": "state", "hostPath": {"path": STATE_DIR, "type": "DirectoryOrCreate"}},
                     ],
                 },
             },
@@ -294,7 +459,9 @@ def sriov_network_node_policy(cfg: StackConfig, team: Team, pf_names: Sequence[s
 
 
 class SriovHost(pulumi.ComponentResource):
-    """The GUID plan ConfigMaps (a few per node group) and the VF DaemonSet."""
+    """The GUID plan ConfigMaps (a few per node group), the P_Key table and the VF DaemonSet."""
+
+    plans: list[pulumi.CustomResource]
 
     def __init__(
         self,
@@ -303,17 +470,24 @@ class SriovHost(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         *,
         depends_on: Sequence[pulumi.Resource] = (),
+        gate: pulumi.Output[bool] | None = None,
     ) -> None:
         super().__init__("gpuaas:index:SriovHost", name, None, opts)
         onprem = cfg.onprem
         if onprem is None or onprem.fabric.vf_config != "daemonset":
             raise ValueError("SriovHost needs an on-prem platform with fabric.vfConfig: daemonset")
         shards = guid_shards(cfg)
-        plans = [
-            kube.apply(f"{name}-{cm['metadata']['name']}", cm, kube.child(self, list(depends_on)))
-            for cm in guid_config_maps(cfg, shards)
+        # ``gate``: the day-2 fabric guard (components/fabric_guard.py); a VF count, GUID or
+        # partition change reaches the nodes only once it passed.
+        self.plans = [
+            kube.apply(
+                f"{name}-{cm['metadata']['name']}",
+                {**cm, "data": mig_guard.gated(gate, cm["data"])},
+                kube.child(self, list(depends_on)),
+            )
+            for cm in [*guid_config_maps(cfg, shards), pkeys_config_map(cfg)]
         ]
         self.daemonset = kube.apply(
-            f"{name}-daemonset", daemonset(cfg, shards), kube.child(self, [*plans, *depends_on])
+            f"{name}-daemonset", daemonset(cfg, shards), kube.child(self, [*self.plans, *depends_on])
         )
         self.register_outputs({"nodes": len(onprem.nodes), "configMaps": list(shards)})

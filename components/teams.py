@@ -203,50 +203,92 @@ def per_node_block(cfg: StackConfig) -> int:
     return max((len(g.hcas) for g in onprem.node_groups), default=1) if onprem else 1
 
 
-def ipam(cfg: StackConfig, team: Team) -> dict[str, Any]:
-    """The ``ipam`` section of the team NAD: ``static`` or ``nv-ipam`` with the team's pool."""
+def rdma_nad_name(team: Team) -> str:
+    """The team's address-less NAD beside a ``static`` one: for pods that need no IP (the proofs)."""
+    return f"ib-{team.name}-rdma"
+
+
+def ipam(cfg: StackConfig, team: Team) -> dict[str, Any] | None:
+    """The ``ipam`` section of the team NAD: none, ``static`` or ``nv-ipam`` with the team's pool.
+
+    ``None`` (``fabric.ipam: none``) leaves ``ipam`` out: ib-sriov-cni runs IPAM only when
+    ``ipam.type`` is set, and with an IPAM that returns no address it fails the sandbox ("IPAM
+    plugin returned missing IP config", ib-sriov-cni v1.3.0 ``cmd/ib-sriov-cni/main.go``), which
+    is what ``static`` does for a pod that lists no ``ips``.
+    """
     onprem = cfg.onprem
-    if onprem is not None and onprem.fabric.ipam == "nv-ipam":
+    mode = onprem.fabric.ipam if onprem is not None else "none"
+    if mode == "nv-ipam":
         return {"type": "nv-ipam", "poolName": nad_name(team)}
-    # Addresses per pod: "ips" in the network-selection annotation (the NAD declares the capability).
-    return {"type": "static"}
+    if mode == "static":
+        # Addresses per pod: "ips" in the network-selection annotation (the NAD declares the capability).
+        return {"type": "static"}
+    return None
 
 
-def nad_config(cfg: StackConfig, team: Team) -> dict[str, Any]:
-    """The ib-sriov CNI config of the team NAD (ib-sriov-cni README "Configuration reference")."""
+def nad_config(cfg: StackConfig, team: Team, *, addresses: bool = True) -> dict[str, Any]:
+    """The ib-sriov CNI config of the team NAD (ib-sriov-cni README "Configuration reference").
+
+    ``addresses=False``: the address-less variant (:func:`rdma_nad`).
+    """
     part = team.partition
     if not isinstance(part, OnPremPartition):
         raise ValueError(f"team {team.name!r} has no on-prem partition")
     conf: dict[str, Any] = {
         "cniVersion": "0.3.1",
-        "name": nad_name(team),
+        "name": nad_name(team) if addresses else rdma_nad_name(team),
         "type": "ib-sriov",
         "pkey": full_member_pkey(part.pkey),
         "link_state": "enable",
         "ibKubernetesEnabled": False,
     }
-    ipam_conf = ipam(cfg, team)
-    if ipam_conf["type"] == "static":
-        conf["capabilities"] = {"ips": True}
-    conf["ipam"] = ipam_conf
+    ipam_conf = ipam(cfg, team) if addresses else None
+    if ipam_conf is not None:
+        if ipam_conf["type"] == "static":
+            conf["capabilities"] = {"ips": True}
+        conf["ipam"] = ipam_conf
     return conf
 
 
-def nad(cfg: StackConfig, team: Team) -> Manifest | None:
-    """The team's ib-sriov NetworkAttachmentDefinition (on-prem partitions only)."""
+def _nad(cfg: StackConfig, team: Team, addresses: bool) -> Manifest | None:
     part = team.partition
     if cfg.onprem is None or not isinstance(part, OnPremPartition):
         return None
+    conf = nad_config(cfg, team, addresses=addresses)
     return {
         "apiVersion": "k8s.cni.cncf.io/v1",
         "kind": "NetworkAttachmentDefinition",
         "metadata": _meta(
-            nad_name(team),
+            conf["name"],
             team.ns,
             annotations={RESOURCE_NAME_ANNOTATION: resources.sriov_resource(part.pkey)},
         ),
-        "spec": {"config": json.dumps(nad_config(cfg, team), indent=2)},
+        "spec": {"config": json.dumps(conf, indent=2)},
     }
+
+
+def nad(cfg: StackConfig, team: Team) -> Manifest | None:
+    """The team's ib-sriov NetworkAttachmentDefinition (on-prem partitions only)."""
+    return _nad(cfg, team, addresses=True)
+
+
+def rdma_nad(cfg: StackConfig, team: Team) -> Manifest | None:
+    """With ``fabric.ipam: static``, the same network without IPAM: a pod that lists no ``ips``
+    attaches to this one instead of failing its sandbox. ``None`` in the other modes, whose
+    team NAD already works without addresses from the pod."""
+    onprem = cfg.onprem
+    if onprem is None or onprem.fabric.ipam != "static":
+        return None
+    return _nad(cfg, team, addresses=False)
+
+
+def proof_network(cfg: StackConfig, team: Team) -> str:
+    """The NAD the verification proofs attach: they need the VF, not an address on it.
+
+    The proofs' pods carry no ``ips`` (two ranks of one Indexed Job share a template), so with
+    ``static`` IPAM they use :func:`rdma_nad`; otherwise the team NAD.
+    """
+    return rdma_nad_name(team) if rdma_nad(cfg, team) is not None else nad_name(team)
 
 
 def ip_pool(cfg: StackConfig, team: Team) -> Manifest | None:
@@ -311,6 +353,7 @@ def team_objects(cfg: StackConfig, team: Team) -> dict[str, Manifest]:
         "limits": limit_range(team),
         "rolebinding": role_binding(team),
         "nad": nad(cfg, team),
+        "nad-rdma": rdma_nad(cfg, team),
         "ippool": ip_pool(cfg, team),
         "scheduling": scheduling_config_map(cfg, team),
     }

@@ -48,7 +48,7 @@ from components.config import AksPartition, GpuPool, OnPremPartition, StackConfi
 from components.k8s import Manifest
 from components.resources import AKS_POOL_LABEL, GPU, NODE_GROUP_LABEL, rdma_shared_resource, sriov_resource
 from components.rules import isolation_domains
-from components.teams import nad_name
+from components.teams import proof_network
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_SCRIPT: Final = ROOT / "workloads" / "allreduce_bench.py"
@@ -181,7 +181,7 @@ def team_target(cfg: StackConfig, team: Team) -> Target | None:
             prefix="verify",
             link_rate_gbps=onprem.fabric.link_rate_gbps,
             rdma_resource=sriov_resource(team.partition.pkey),
-            network=nad_name(team),
+            network=proof_network(cfg, team),
             socket_ifname=socket_ifname(cfg),
         )
     if aks is not None and isinstance(team.partition, AksPartition):

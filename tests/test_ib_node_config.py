@@ -24,7 +24,9 @@ from components.ib_node_config import (
     script,
     script_sha256,
 )
+from components.loader import parse_config
 from components.offline import Run
+from tests.conftest import raw_stack
 from tests.network_cases import K8S_VERSION, custom, defaults
 
 # --------------------------------------------------------------------------------------------
@@ -33,6 +35,8 @@ from tests.network_cases import K8S_VERSION, custom, defaults
 RECORDER = """#!/usr/bin/env bash
 echo "$(basename "$0") $*" >> "$CALLS"
 if [[ -n "${FAIL_ON:-}" && " $* " == *" $FAIL_ON "* ]]; then exit 1; fi
+# systemctl show -p MainPID --value <service>: the pid FakeHost.running recorded, else 0.
+if [[ "$1" == show ]]; then cat "$(dirname "$0")/pid-${@: -1}" 2>/dev/null || echo 0; fi
 """
 
 MEMLOCK = (
@@ -51,7 +55,25 @@ class FakeHost:
     script: Path
 
     def calls(self) -> list[str]:
+        """What the script did; its ``systemctl show`` queries of the live limit are left out."""
+        return [c for c in self.all_calls() if " show -p MainPID " not in f" {c} "]
+
+    def all_calls(self) -> list[str]:
         return self.calls_file.read_text().splitlines() if self.calls_file.exists() else []
+
+    def running(self, service: str, pid: int, memlock: str) -> None:
+        """``service``'s main process is ``pid`` with ``memlock`` as its live locked-memory limit."""
+        (self.proc / str(pid)).mkdir(parents=True, exist_ok=True)
+        (self.proc / str(pid) / "limits").write_text(
+            "Limit                     Soft Limit           Hard Limit           Units     \n"
+            "Max open files            1048576              1048576              files     \n"
+            f"Max locked memory         {memlock:<20} {memlock:<20} bytes     \n"
+        )
+        (self.bin / f"pid-{service}").write_text(str(pid))
+
+    @property
+    def proc(self) -> Path:
+        return self.root.parent / "proc"
 
     def dropin(self, service: str) -> Path:
         return self.root / f"etc/systemd/system/{service}.service.d/{DROPIN_NAME}"
@@ -64,6 +86,7 @@ class FakeHost:
             "IB_NODE_CONFIG_ROOT": str(self.root),
             "IB_NODE_CONFIG_DONE": str(self.done),
             "IB_NODE_CONFIG_ONESHOT": "1",
+            "IB_NODE_CONFIG_PROC": str(self.proc),
             "NODE_NAME": "gpu-node-01",
             **env,
         }
@@ -173,6 +196,56 @@ def test_a_failed_module_load_fails_the_pod_before_touching_systemd(host: FakeHo
     assert not host.dropin("containerd").exists()
 
 
+def test_a_running_service_with_the_old_limit_is_restarted(host: FakeHost) -> None:
+    """A pod killed after writing the drop-ins but before restarting: the files say "unchanged"."""
+    assert host.run().returncode == 0
+    host.running("containerd", 4242, "65536")
+    host.running("kubelet", 4343, "unlimited")
+    result = host.run()
+    assert result.returncode == 0, result.stderr
+    assert host.calls() == [
+        "modprobe ib_umad",
+        "modprobe rdma_ucm",
+        "systemctl daemon-reload",
+        "systemctl restart containerd",
+    ]
+    assert "containerd runs with memlock 65536 although its drop-in says infinity" in result.stderr
+    assert "changed=containerd-live-memlock restarted=containerd" in result.stdout
+    assert "systemctl show -p MainPID --value kubelet" in host.all_calls()
+    host.running("containerd", 4244, "unlimited")  # restarted: the live limit is right now
+    assert "changed=none restarted=none" in host.run().stdout
+
+
+def test_first_restarts_are_staggered_by_node_and_repairs_are_not(host: FakeHost) -> None:
+    sleep = host.bin / "sleep"
+    sleep.write_text(RECORDER)
+    sleep.chmod(0o755)
+    result = host.run(IB_NODE_CONFIG_STAGGER="100", NODE_NAME="gpu-node-07")
+    assert result.returncode == 0, result.stderr
+    delay = int(subprocess.run(["cksum"], input="gpu-node-07", capture_output=True, text=True).stdout.split()[0]) % 100
+    assert host.calls()[2:4] == [f"sleep {delay}", "systemctl daemon-reload"]
+    assert f"first restart of containerd kubelet in {delay}s (staggered over 100s)" in result.stderr
+    other = host.run(IB_NODE_CONFIG_STAGGER="100", NODE_NAME="gpu-node-08")
+    assert other.returncode == 0
+    host.dropin("kubelet").write_text("[Service]\nLimitMEMLOCK=8M\n")  # drift on a configured node
+    repair = host.run(IB_NODE_CONFIG_STAGGER="100")
+    assert not [c for c in host.calls() if c.startswith("sleep")], "a repair restarts at once"
+    assert "restarted=kubelet" in repair.stdout
+
+
+def test_the_stagger_window_grows_with_the_fleet() -> None:
+    from components.ib_node_config import MAX_STAGGER, stagger_seconds
+
+    cfg = defaults()
+    assert stagger_seconds(cfg) == 2 * len(cfg.onprem.nodes)  # type: ignore[union-attr]
+    raw = raw_stack("onprem")
+    raw["platform"]["nodes"] = [{"name": f"n{i}", "id": i, "nodeGroup": "h100-full"} for i in range(1, 2000)]
+    raw["quotaPolicy"] = {"allowOversubscription": True}
+    assert stagger_seconds(parse_config(raw)) == MAX_STAGGER
+    aks = parse_config(raw_stack("aks"))
+    assert stagger_seconds(aks) == 2 * sum(p.max_count for p in aks.aks.gpu_pools)  # type: ignore[union-attr]
+
+
 def test_default_commands_run_in_the_hosts_namespaces(host: FakeHost) -> None:
     """Without overrides every host command goes through nsenter into PID 1."""
     result = host.run(overrides=False)
@@ -222,6 +295,7 @@ DEFAULTS_DAEMONSET: dict[str, Any] = {
                         "env": [
                             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                             {"name": "IB_NODE_CONFIG_DONE", "value": "/tmp/ib-node-config.done"},
+                            {"name": "IB_NODE_CONFIG_STAGGER", "value": "2"},
                         ],
                         "securityContext": {"privileged": True},
                         "readinessProbe": {
@@ -264,7 +338,12 @@ def test_custom_snapshot() -> None:
     expected = copy.deepcopy(DEFAULTS_DAEMONSET)
     expected["metadata"]["namespace"] = "nvnet"
     pod = expected["spec"]["template"]["spec"]
-    pod["nodeSelector"] = {"gpuaas.io/rdma": "true", "kubernetes.io/arch": "amd64"}
+    # The containerized DOCA driver: only nodes whose driver pod is ready.
+    pod["nodeSelector"] = {
+        "gpuaas.io/rdma": "true",
+        "kubernetes.io/arch": "amd64",
+        "network.nvidia.com/operator.mofed.wait": "false",
+    }
     pod["tolerations"] = [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
         {"key": "dedicated", "operator": "Equal", "value": "ib"},

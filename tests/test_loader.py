@@ -54,7 +54,8 @@ def test_plan_cli_prints_problems_without_traceback(tmp_path: Path) -> None:
     assert proc.stderr.splitlines()[:3] == [
         "gpuaas: 2 problems in the stack config:",
         "  gpuaas:teams[1].partition.pkey: 0x8000 is outside 0x0001..0x7ffe (0x7fff is the default partition)",
-        "  gpuaas:teams[2].partition.vfIndex: 6 is beyond the 6 VFs per HCA (allowed 0..5; raise "
-        "platform.fabric.vfsPerHca to add VFs)",
+        "  gpuaas:teams[2].partition.vfIndex: 6 is beyond the 6 VFs per HCA (allowed 0..5; raising "
+        "platform.fabric.vfsPerHca adds VFs but re-creates every VF of every node: drain the RDMA nodes and set "
+        "platform.fabric.reconfigure: true for that run)",
     ]
     assert not (tmp_path / "plan").exists()

@@ -123,8 +123,18 @@ def test_onprem_has_default_and_six_team_partitions(cfg_of: Any) -> None:
 def test_team_line_format(cfg_of: Any) -> None:
     text = partitions_conf(cfg_of("onprem"))
     vision = next(line for line in text.splitlines() if line.startswith("vision="))
-    assert vision.startswith("vision=0x0001, indx0, ipoib, mtu=5, rate=21 : 0x0200000000001000=full, ")
+    assert vision.startswith("vision=0x0001, indx0, ipoib, mtu=5 : 0x0200000000001000=full, ")
     assert vision.endswith("=full;")
+
+
+def test_no_ipoib_rate_unless_configured() -> None:
+    """A group rate keeps a port whose link trained slower out of IPoIB (opensm(8)): opt-in only."""
+    raw = raw_stack("onprem")
+    assert "rate=" not in partitions_conf(_cfg(raw))
+    raw["platform"]["fabric"]["opensm"]["ipoibRate"] = 21
+    text = partitions_conf(_cfg(raw))
+    vision = next(line for line in text.splitlines() if line.startswith("vision="))
+    assert vision.startswith("vision=0x0001, indx0, ipoib, mtu=5, rate=21 : ")
 
 
 def test_ipoib_flags_only_with_ipoib(cfg_of: Any) -> None:
@@ -247,3 +257,70 @@ def test_opensm_conf(cfg_of: Any) -> None:
         opensm_conf(cfg_of("aks"))
     with pytest.raises(ValueError, match="onprem"):
         partitions_conf(cfg_of("aks"))
+
+
+# --------------------------------------------------------------------------------------------
+# The hosts' own ports: an infrastructure partition
+
+
+PF_PORTS = ["0xb83fd20300a1b201", "b8:3f:d2:03:00:a1:b2:02"]
+
+
+def _with_infra(**infra: Any) -> dict[str, Any]:
+    raw = raw_stack("onprem")
+    raw["platform"]["fabric"]["infrastructure"] = {"pkey": "0x7ffe", "ports": PF_PORTS, **infra}
+    return raw
+
+
+def test_without_infrastructure_pfs_are_only_limited_default_members(cfg_of: Any) -> None:
+    """osm_prtn.c: with a partitions.conf every port is a limited member of the default partition,
+    and limited members cannot talk to each other: only switches and the SM are full."""
+    parts = osm_parse(partitions_conf(cfg_of("onprem")))
+    assert parts[0x7FFF].ports == {"ALL_SWITCHES": "full", "SELF": "full"}
+    assert 0x7FFE not in parts
+
+
+def test_infrastructure_partition_holds_the_pf_ports_at_index_0() -> None:
+    cfg = _cfg(_with_infra())
+    text = partitions_conf(cfg)
+    parts = osm_parse(text)
+    infra = parts[0x7FFE]
+    assert infra.names == {"infra"}
+    assert infra.ports == {"0xb83fd20300a1b201": "full", "0xb83fd20300a1b202": "full"}
+    assert all("indx0" in d and "ipoib" in d for d in infra.definitions)
+    others = {port for p in parts.values() if p is not infra for port in p.ports}
+    assert not others & set(infra.ports), "no team VF is a host port"
+    assert text.splitlines().index(next(ln for ln in text.splitlines() if ln.startswith("infra="))) == (
+        text.splitlines().index(DEFAULT_LINE) + 1
+    )
+
+
+@pytest.mark.parametrize(
+    ("infra", "path", "needle"),
+    [
+        ({"pkey": "0x0001"}, "gpuaas:platform.fabric.infrastructure.pkey", "already the partition of 'vision'"),
+        ({"name": "vision"}, "gpuaas:platform.fabric.infrastructure.name", "also a team's name"),
+        ({"ports": []}, "gpuaas:platform.fabric.infrastructure.ports", "is empty"),
+        ({"ports": [PF_PORTS[0], PF_PORTS[0]]}, "gpuaas:platform.fabric.infrastructure.ports[1]", "listed twice"),
+        # gpu-node-02 (id 2), HCA 3, VF 4 under the default scheme: a VF, even one no team uses
+        (
+            {"ports": ["0x0200000000002304"]},
+            "gpuaas:platform.fabric.infrastructure.ports[0]",
+            "VF 4 on HCA 3 of gpu-node-02",
+        ),
+    ],
+    ids=["team-pkey", "team-name", "empty", "duplicate", "a-vf"],
+)
+def test_infrastructure_partition_refusals(infra: dict[str, Any], path: str, needle: str) -> None:
+    from components.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        parse_config(_with_infra(**infra))
+    issues = [i for i in err.value.issues if i.path == path]
+    assert issues and needle in issues[0].message, err.value.issues
+
+
+def test_a_guid_with_the_scheme_base_but_no_such_node_is_a_pf_port() -> None:
+    """Only GUIDs the scheme really hands a VF are refused (node 99 does not exist)."""
+    cfg = _cfg(_with_infra(ports=["0x0200000000063000"]))
+    assert "0x0200000000063000=full" in partitions_conf(cfg)

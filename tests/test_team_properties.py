@@ -174,7 +174,7 @@ def _set(*path: Any, value: Any) -> Any:
     return edit
 
 
-def _many_nodes(n: int, vfs: int = 6, hcas: int = 8, ipam: str = "static") -> Any:
+def _many_nodes(n: int, vfs: int = 6, hcas: int = 8, ipam: str = "none") -> Any:
     def edit(raw: dict[str, Any]) -> None:
         p = raw["platform"]
         p["nodeGroups"][2]["hcas"] = [f"mlx5_{i}" for i in range(hcas)]
@@ -330,6 +330,7 @@ def test_guid_plan_resources_do_not_grow_with_the_fleet() -> None:
         sriov = run.named("gpuaas-sriov-host").urn
         opensm_urn = run.named("gpuaas-opensm").urn
         counts.append(sum(1 for r in run.records if r.parent in (sriov, opensm_urn)))
-    # One GUID-plan shard per node group in use, the DaemonSet, the OpenSM ConfigMap: 60 nodes
-    # in one group need fewer resources than 6 nodes in three.
-    assert counts == [3 + 1 + 1, 1 + 1 + 1]
+    # One GUID-plan shard per node group in use, the P_Key table, the DaemonSet, the OpenSM
+    # ConfigMap and one partitions.conf part: 60 nodes in one group need fewer resources than 6
+    # nodes in three.
+    assert counts == [3 + 1 + 1 + 1 + 1, 1 + 1 + 1 + 1 + 1]

@@ -101,9 +101,7 @@ def test_nad_matches_upstream_crd_and_ib_sriov(upstream: Path, cfg_of: Any) -> N
             "pkey": f"0x{team.partition.pkey | 0x8000:04x}",
             "link_state": "enable",
             "ibKubernetesEnabled": False,
-            "capabilities": {"ips": True},
-            "ipam": {"type": "static"},
-        }
+        }, "ipam: none — ib-sriov-cni runs no IPAM, so a pod needs no address"
         ann = nad["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"]
         assert ann == resources.sriov_resource(team.partition.pkey)
     # the keys the upstream ib-sriov example uses are the ones we write
@@ -130,6 +128,45 @@ def test_nv_ipam_pool_per_team(upstream: Path) -> None:
 def test_static_ipam_has_no_pools(cfg_of: Any) -> None:
     cfg = cfg_of("onprem")
     assert all(teams.ip_pool(cfg, t) is None for t in cfg.teams)
+
+
+def _static() -> StackConfig:
+    raw = raw_stack("onprem")
+    raw["platform"]["fabric"]["ipam"] = "static"
+    return parse_config(raw)
+
+
+def test_static_ipam_nad_takes_pod_addresses_and_an_rdma_nad_needs_none() -> None:
+    """static IPAM returns no address for a pod without ``ips``, and ib-sriov-cni then fails the
+    sandbox ("IPAM plugin returned missing IP config"): those pods use the address-less twin."""
+    cfg = _static()
+    team = cfg.teams[0]
+    conf = json.loads(teams.nad(cfg, team)["spec"]["config"])
+    assert conf["ipam"] == {"type": "static"} and conf["capabilities"] == {"ips": True}
+    twin = teams.rdma_nad(cfg, team)
+    assert twin is not None and twin["metadata"]["name"] == "ib-vision-rdma"
+    twin_conf = json.loads(twin["spec"]["config"])
+    assert "ipam" not in twin_conf and "capabilities" not in twin_conf and twin_conf["name"] == "ib-vision-rdma"
+    assert twin["metadata"]["annotations"] == teams.nad(cfg, team)["metadata"]["annotations"], "same VF pool"
+    assert "nad-rdma" in teams.team_objects(cfg, team)
+    assert teams.proof_network(cfg, team) == "ib-vision-rdma"
+
+
+@pytest.mark.parametrize("mode", ["none", "nv-ipam"])
+def test_other_modes_need_no_twin_and_the_proofs_use_the_team_nad(mode: str) -> None:
+    raw = raw_stack("onprem")
+    raw["platform"]["fabric"]["ipam"] = mode
+    cfg = parse_config(raw)
+    team = cfg.teams[0]
+    assert teams.rdma_nad(cfg, team) is None and "nad-rdma" not in teams.team_objects(cfg, team)
+    assert teams.proof_network(cfg, team) == "ib-vision"
+    assert ("ipam" in json.loads(teams.nad(cfg, team)["spec"]["config"])) == (mode == "nv-ipam")
+
+
+def test_the_default_ipam_is_none() -> None:
+    raw = raw_stack("onprem")
+    del raw["platform"]["fabric"]["ipam"]
+    assert parse_config(raw).onprem.fabric.ipam == "none"  # type: ignore[union-attr]
 
 
 def test_sriov_operator_renderers(upstream: Path, cfg_of: Any) -> None:
