@@ -26,7 +26,8 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.errors import ConfigError
+from components.errors import ConfigError, Issue
+from components.grammar import stack_name_problem
 from components.offline import ROOT, Record, Run, run_program
 from components.summary import render_summary
 
@@ -145,7 +146,16 @@ def plan_files(run: Run) -> dict[str, str]:
 
     def put(path: str, text: str) -> None:
         if path in files:
-            raise ValueError(f"two plan objects map to {path}: object names must be unique per kind and namespace")
+            # The config rules (components/names.py) refuse the collisions a config can cause; one
+            # reaching here is a gpuaas bug, still reported as a problem rather than a traceback.
+            raise ConfigError(
+                [
+                    Issue(
+                        path,
+                        "two objects of the plan have this kind, namespace and name; one would overwrite the other",
+                    )
+                ]
+            )
         files[path] = text
 
     for r in run.records:
@@ -194,24 +204,109 @@ def write_plan(stack: str, out: Path, stack_file: Path | None = None, previous: 
     ``previous`` is the ``outputs.yaml`` of an earlier plan (e.g. the base branch's), standing in
     for the stack's last outputs that the day-2 guards compare against.
     """
-    from components.loader import gpuaas_section, parse_config
+    from components.loader import parse_stack
     from components.offline import stack_config
 
+    target = plan_target(stack, out)
     config = stack_config(stack, stack_file)
-    cfg = parse_config(gpuaas_section(config))  # bad config stops here, before the program registers anything
-    last = yaml.safe_load(previous.read_text()) if previous is not None else None
-    run = run_program(stack, config=config, previous=last if isinstance(last, dict) else None)
+    if stack_file is not None:
+        check_stack_kind(stack, stack_file, config)
+    cfg = parse_stack(config)  # bad config stops here, before the program registers anything
+    last = _previous(previous)
+    run = run_program(stack, config=config, previous=last)
     files = plan_files(run)
     summary = render_summary(cfg, run, resource_counts(run), files)
     files["summary.txt"] = summary
+    write_tree(target, files)
+    return run, summary
+
+
+def _previous(previous: Path | None) -> dict[str, Any] | None:
+    if previous is None:
+        return None
+    try:
+        last = yaml.safe_load(previous.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError([Issue(str(previous), f"is not an outputs.yaml of a plan ({err})")]) from None
+    return last if isinstance(last, dict) else None
+
+
+def plan_target(stack: str, out: Path) -> Path:
+    """``out/<stack>``, once ``stack`` is a Pulumi stack name; never a path that leaves ``out``.
+
+    The stack name becomes a folder that the plan replaces: ``..`` would make it ``out``'s
+    parent (the repository, with the default ``--out plan``).
+    """
+    problem = stack_name_problem(stack)
+    if problem:
+        raise ConfigError([Issue("stack", f"{stack!r} is not a stack name: {problem}")])
     target = out / stack
+    if target.resolve().parent != out.resolve():
+        raise ConfigError([Issue("stack", f"{stack!r} resolves outside {out} ({target.resolve()})")])
+    return target
+
+
+#: Files every plan has: a folder without them is not a plan, and is never replaced.
+PLAN_MARKERS = ("summary.txt", "outputs.yaml")
+
+
+def write_tree(target: Path, files: Mapping[str, str]) -> None:
+    """Replace ``target`` by ``files``, touching nothing outside it.
+
+    An existing ``target`` is removed only if it is a plan written earlier (it has
+    :data:`PLAN_MARKERS`) or empty; a symlink or anything else is refused, so that
+    ``--out . <stack>`` cannot delete a source folder that happens to share the stack's name.
+    """
+    root = target.resolve()
+    for rel in files:
+        if (target / rel).resolve().parent != root and root not in (target / rel).resolve().parents:
+            raise ConfigError([Issue(rel, f"plan file path leaves the plan folder {target}")])
+    if target.is_symlink():
+        raise ConfigError([Issue(str(target), "is a symbolic link; the plan replaces only a folder it wrote")])
     if target.exists():
+        if not target.is_dir() or (any(target.iterdir()) and not all((target / m).is_file() for m in PLAN_MARKERS)):
+            raise ConfigError(
+                [
+                    Issue(
+                        str(target), "exists and is not an earlier plan (no summary.txt/outputs.yaml); not replacing it"
+                    )
+                ]
+            )
         shutil.rmtree(target)
     for rel in sorted(files):
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(files[rel])
-    return run, summary
+
+
+def platform_kind(config: Mapping[str, Any]) -> str | None:
+    platform = config.get("gpuaas:platform")
+    kind = platform.get("kind") if isinstance(platform, Mapping) else None
+    return kind if isinstance(kind, str) else None
+
+
+def check_stack_kind(stack: str, stack_file: Path, config: Mapping[str, Any]) -> None:
+    """Refuse a ``--stack-file`` of another platform kind than the named stack's own file.
+
+    Stack ``onprem`` planned from an AKS file would write an AKS plan under ``plan/onprem`` (and,
+    with ``--previous``, compare it against the on-prem stack's outputs).
+    """
+    from components.offline import stack_config
+    from components.offline import stack_file as own_file
+
+    if not own_file(stack).is_file() or own_file(stack).resolve() == stack_file.resolve():
+        return
+    mine, theirs = platform_kind(stack_config(stack)), platform_kind(config)
+    if mine is not None and theirs is not None and mine != theirs:
+        raise ConfigError(
+            [
+                Issue(
+                    f"{stack_file}: gpuaas:platform.kind",
+                    f"{theirs!r}, but stack {stack!r} is {mine!r} ({own_file(stack).name}); plan it as a stack of "
+                    "its kind or name another stack",
+                )
+            ]
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,7 +328,10 @@ def main(argv: list[str] | None = None) -> int:
         print(str(err), file=sys.stderr)
         return 2
     except FileNotFoundError as err:
-        print(f"gpuaas: no stack file {err.filename}", file=sys.stderr)
+        print(f"gpuaas: no such file {err.filename}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a folder given as a file, no permission, a full disk
+        print(f"gpuaas: {err.filename or args.out}: {err.strerror or err}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(summary, end="")

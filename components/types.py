@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
+from components import grammar
+
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 SEMVER_TAG = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
@@ -112,9 +114,7 @@ def _semver(value: str) -> str:
 
 
 def _image_tag(value: str) -> str:
-    if not value or value == "latest" or any(c.isspace() for c in value):
-        raise ValueError(f"{value!r} is not a pinned image tag ('latest' and empty tags are not allowed)")
-    return value
+    return grammar.check_image_tag(value)
 
 
 def _aks_pool(value: str) -> str:
@@ -134,3 +134,22 @@ ImageTag = Annotated[str, AfterValidator(_image_tag)]
 AksPoolName = Annotated[str, AfterValidator(_aks_pool)]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
+
+# Values checked with the grammar of what consumes them (components/grammar.py cites each source).
+#: A Kubernetes quantity (``64``, ``500m``, ``512Gi``), never negative; kept as written.
+Quantity = Annotated[str, BeforeValidator(grammar.check_quantity)]
+LabelKey = Annotated[str, AfterValidator(grammar.check_label_key)]
+LabelValue = Annotated[str, AfterValidator(grammar.check_label_value)]
+#: An AKS node taint ``key[=value]:Effect``.
+Taint = Annotated[str, AfterValidator(grammar.check_taint)]
+ImageRepository = Annotated[str, AfterValidator(grammar.check_image_repository)]
+RepositoryUrl = Annotated[str, AfterValidator(grammar.check_url)]
+AzureSubscriptionId = Annotated[str, AfterValidator(grammar.check_subscription_id)]
+AzureResourceGroupName = Annotated[str, AfterValidator(grammar.check_resource_group)]
+AzureLocation = Annotated[str, AfterValidator(grammar.check_location)]
+AzureVmSize = Annotated[str, AfterValidator(grammar.check_vm_size)]
+KubernetesVersion = Annotated[str, AfterValidator(grammar.check_kubernetes_version)]
+HcaName = Annotated[str, AfterValidator(grammar.check_hca)]
+RoutingEngine = Annotated[str, AfterValidator(grammar.check_routing_engine)]
+#: One non-empty line of printable text (group names, kubeconfig contexts).
+LineText = Annotated[str, AfterValidator(grammar.check_line_text)]
