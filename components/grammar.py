@@ -66,7 +66,7 @@ def control_character_issues(raw: Any, loc: tuple[str | int, ...] = ()) -> Itera
         for key, value in raw.items():
             if isinstance(key, str) and control_characters(key):
                 yield Issue(
-                    path((*loc, key)),
+                    path((*loc, repr(key)[1:-1])),  # escaped: the path is printed on one line too
                     f"the key {_short(key)} contains control characters; keys are one line of printable text",
                 )
                 continue
@@ -205,13 +205,13 @@ def qualified_name_problem(value: str) -> str | None:
     prefix, slash, name = value.rpartition("/")
     if slash and not prefix:
         return "its prefix before '/' is empty"
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
         return f"its prefix {prefix!r} is not a DNS-1123 subdomain (lowercase, at most 253 characters)"
     if not name:
         return "its name part is empty"
     if len(name) > 63:
         return f"its name part is {len(name)} characters (at most 63)"
-    if not _QUALIFIED_NAME.match(name):
+    if not _QUALIFIED_NAME.fullmatch(name):
         return f"its name part {name!r} is not letters, digits, '-', '_' or '.' starting and ending alphanumeric"
     return None
 
@@ -225,7 +225,7 @@ def check_label_key(value: str) -> str:
 
 def check_label_value(value: str) -> str:
     """``IsValidLabelValue``: empty, or at most 63 alphanumerics, '-', '_', '.' (alphanumeric ends)."""
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a Kubernetes label value (empty or at most 63 letters, digits, '-', '_' or '.', "
             "starting and ending with a letter or digit)"
@@ -262,7 +262,7 @@ def check_taint(value: str) -> str:
     key_problem = qualified_name_problem(key)
     if key_problem:
         problems.append(f"key {key!r}: {key_problem}")
-    if len(val) > 63 or not _LABEL_VALUE.match(val):
+    if len(val) > 63 or not _LABEL_VALUE.fullmatch(val):
         problems.append(f"value {val!r} is not a label value")
     if problems:
         raise ValueError(f"{value!r} is not a taint key[=value]:Effect: {'; '.join(problems)}")
@@ -276,7 +276,7 @@ _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
 _REPOSITORY = re.compile(rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*$")
-_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")  # Go regexp \w is ASCII
 _DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 #: distribution/reference NameTotalLengthMax.
 NAME_TOTAL_LENGTH_MAX = 255
@@ -284,7 +284,7 @@ NAME_TOTAL_LENGTH_MAX = 255
 
 def check_image_repository(value: str) -> str:
     """An image name without tag: ``[registry[:port]/]path``, lowercase path components."""
-    if len(value) > NAME_TOTAL_LENGTH_MAX or not _REPOSITORY.match(value):
+    if len(value) > NAME_TOTAL_LENGTH_MAX or not _REPOSITORY.fullmatch(value):
         raise ValueError(
             f"{value!r} is not an image repository (distribution/reference: [registry[:port]/]name/..., "
             "lowercase letters, digits and single separators '.', '_', '__' or '-', no tag; "
@@ -296,7 +296,7 @@ def check_image_repository(value: str) -> str:
 def check_image_tag(value: str) -> str:
     """A pinned tag, optionally with its digest (``v1.3.0``, ``v1.3.0@sha256:…``); never ``latest``."""
     tag, _at, digest = value.partition("@")
-    if value == "latest" or tag == "latest" or not _TAG.match(tag) or (_at and not _DIGEST.match(digest)):
+    if value == "latest" or tag == "latest" or not _TAG.fullmatch(tag) or (_at and not _DIGEST.fullmatch(digest)):
         raise ValueError(
             f"{value!r} is not a pinned image tag (1-128 letters, digits, '_', '.', '-', not starting with '.' "
             "or '-', optionally followed by @sha256:<64 hex digits>; 'latest' is not allowed)"
@@ -327,7 +327,7 @@ _VM_SIZE = re.compile(r"^[A-Za-z]+_[A-Za-z0-9_]+$")
 
 
 def check_subscription_id(value: str) -> str:
-    if not _AZURE_GUID.match(value):
+    if not _AZURE_GUID.fullmatch(value):
         raise ValueError(
             f"{value!r} is not an Azure subscription id (a GUID, e.g. 00000000-0000-0000-0000-000000000000)"
         )
@@ -335,7 +335,7 @@ def check_subscription_id(value: str) -> str:
 
 
 def check_resource_group(value: str) -> str:
-    if not _RESOURCE_GROUP.match(value) or value.endswith("."):
+    if not _RESOURCE_GROUP.fullmatch(value) or value.endswith("."):
         raise ValueError(
             f"{value!r} is not an Azure resource group name (1-90 letters, digits, '_', '-', '.', '(' or ')', "
             "not ending in '.')"
@@ -349,7 +349,7 @@ def normal_location(value: str) -> str:
 
 
 def check_location(value: str) -> str:
-    if not _LOCATION.match(value):
+    if not _LOCATION.fullmatch(value):
         raise ValueError(
             f"{value!r} is not an Azure region name (lowercase letters and digits, e.g. eastus, westeurope; "
             "az account list-locations -o table)"
@@ -358,13 +358,13 @@ def check_location(value: str) -> str:
 
 
 def check_kubernetes_version(value: str) -> str:
-    if not _K8S_VERSION.match(value):
+    if not _K8S_VERSION.fullmatch(value):
         raise ValueError(f"{value!r} is not a Kubernetes version (<major>.<minor>[.<patch>], e.g. 1.33.5; no 'v')")
     return value
 
 
 def check_vm_size(value: str) -> str:
-    if not _VM_SIZE.match(value):
+    if not _VM_SIZE.fullmatch(value):
         raise ValueError(f"{value!r} is not an Azure VM size (e.g. Standard_D8ds_v5)")
     return value
 
@@ -379,7 +379,7 @@ _HCA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
 def check_hca(value: str) -> str:
-    if not _HCA.match(value):
+    if not _HCA.fullmatch(value):
         raise ValueError(
             f"{value!r} is not an RDMA device name as ibv_devices prints it (e.g. mlx5_0: 1-63 letters, "
             "digits, '_', '.', '-', starting with a letter or digit)"
@@ -427,7 +427,7 @@ _STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 def stack_name_problem(name: str) -> str | None:
     """Why ``name`` is not a Pulumi stack name (or a path in disguise), or ``None``."""
-    if not _STACK_NAME.match(name):
+    if not _STACK_NAME.fullmatch(name):
         return "Pulumi stack names are 1-100 letters, digits, '-', '_' or '.'"
     if name.strip(".") == "":
         return "'.' and '..' are directories, not stack names"

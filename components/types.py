@@ -28,7 +28,7 @@ FULL_MEMBER_BIT = 0x8000
 
 
 def _dns_label(value: str) -> str:
-    if len(value) > 63 or not DNS1123_LABEL.match(value):
+    if len(value) > 63 or not DNS1123_LABEL.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a DNS-1123 label (lowercase letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters)"
@@ -37,7 +37,7 @@ def _dns_label(value: str) -> str:
 
 
 def _dns_subdomain(value: str) -> str:
-    if len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
+    if len(value) > 253 or not DNS1123_SUBDOMAIN.fullmatch(value):
         raise ValueError(f"{value!r} is not a DNS-1123 subdomain (at most 253 characters)")
     return value
 
@@ -108,7 +108,7 @@ def colon_guid(guid: int) -> str:
 
 
 def _semver(value: str) -> str:
-    if not SEMVER_TAG.match(value):
+    if not SEMVER_TAG.fullmatch(value):
         raise ValueError(f"{value!r} is not a pinned chart version like v26.4.1 (ranges and 'latest' are not allowed)")
     return value
 
@@ -118,7 +118,7 @@ def _image_tag(value: str) -> str:
 
 
 def _aks_pool(value: str) -> str:
-    if not AKS_POOL_NAME.match(value):
+    if not AKS_POOL_NAME.fullmatch(value):
         raise ValueError(
             f"{value!r} is not an AKS pool name (lowercase letter, then up to 11 lowercase letters or digits)"
         )
