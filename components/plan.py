@@ -143,8 +143,9 @@ def _azure(record: Record) -> tuple[str, dict[str, Any]]:
 def plan_files(run: Run) -> dict[str, str]:
     """Every file of the plan, path → content; pure given a run."""
     files: dict[str, str] = {}
+    owners: dict[str, Record] = {}
 
-    def put(path: str, text: str) -> None:
+    def put(path: str, text: str, owner: Record | None = None) -> None:
         if path in files:
             # The config rules (components/names.py) refuse the collisions a config can cause; one
             # reaching here is a gpuaas bug, still reported as a problem rather than a traceback.
@@ -157,25 +158,84 @@ def plan_files(run: Run) -> dict[str, str]:
                 ]
             )
         files[path] = text
+        if owner is not None:
+            owners[path] = owner
 
     for r in run.records:
         if not r.custom or r.type.startswith(_SKIP_TYPES):
             continue
         if r.type == HELM_RELEASE:
             path, doc = _helm(r)
-            put(path, dump(doc))
+            put(path, dump(doc), r)
         elif r.type.startswith("kubernetes:"):
             obj = manifest(r)
-            put(_k8s_path(obj, r), _options_comment(r) + dump(obj))
+            put(_k8s_path(obj, r), _options_comment(r) + dump(obj), r)
         elif r.type.startswith("azure-native:"):
             path, doc = _azure(r)
-            put(path, dump(doc))
+            put(path, dump(doc), r)
     for key, name in (("partitionsConf", "partitions.conf"), ("opensmConf", "opensm.conf")):
         if isinstance(run.outputs.get(key), str):
             put(f"opensm/{name}", run.outputs[key])
     shown = {k: (SECRET if k in run.secret_outputs else v) for k, v in run.outputs.items()}
     put("outputs.yaml", dump(_sorted(shown)))
+    files[INDEX] = dump(plan_index(run, owners))
     return files
+
+
+#: The plan's own table of contents: file → the component that owns it and its team, if any
+#: (what ``components.plandiff`` groups a diff by).
+INDEX = "index.yaml"
+
+
+def _team_of(record: Record, component: Record | None, teams: Mapping[str, str]) -> str | None:
+    """The team an object belongs to: its team label, its namespace, or its logical name.
+
+    Logical names are ``<component>-<team>-…`` per team (STYLE.md); the longest team name wins
+    so that team ``a-b`` is not taken for team ``a``.
+    """
+    from components.teams import TEAM_LABEL
+
+    meta: Mapping[str, Any] = record.inputs.get("metadata") or {}
+    labels: Mapping[str, Any] = meta.get("labels") or {} if isinstance(meta, Mapping) else {}
+    team_label = labels.get(TEAM_LABEL) if isinstance(labels, Mapping) else None
+    if isinstance(team_label, str) and team_label in teams:
+        return team_label
+    by_ns = {ns: team for team, ns in teams.items()}
+    ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+    if isinstance(ns, str) and ns in by_ns:
+        return by_ns[ns]
+    if component is not None:
+        for team in sorted(teams, key=len, reverse=True):
+            if record.name == f"{component.name}-{team}" or record.name.startswith(f"{component.name}-{team}-"):
+                return team
+    return None
+
+
+def plan_index(run: Run, owners: Mapping[str, Record]) -> dict[str, dict[str, str]]:
+    """``{path: {component, team?}}`` for every object file; the stack's own files under ``stack``."""
+    by_urn = {r.urn: r for r in run.records}
+    out_teams = run.outputs.get("teams")
+    teams = {
+        str(t): str(v["namespace"])
+        for t, v in (out_teams.items() if isinstance(out_teams, Mapping) else [])
+        if isinstance(v, Mapping) and isinstance(v.get("namespace"), str)
+    }
+    index: dict[str, dict[str, str]] = {}
+    for path, r in owners.items():
+        chain = [r]
+        while chain[-1].parent in by_urn:
+            chain.append(by_urn[chain[-1].parent])
+        top = chain[-2] if len(chain) >= 2 else None  # chain[-1] is Platform
+        entry = {"component": (top or r).name.removeprefix(f"{chain[-1].name}-")}
+        team = _team_of(r, top, teams)
+        if team is not None:
+            entry["team"] = team
+        index[path] = entry
+    for path in ("opensm/partitions.conf", "opensm/opensm.conf"):
+        index[path] = {"component": "opensm"}
+    index["outputs.yaml"] = {"component": "stack"}
+    index["summary.txt"] = {"component": "stack"}
+    return {k: index[k] for k in sorted(index)}
 
 
 def resource_counts(run: Run) -> dict[str, Counter[str]]:
