@@ -50,3 +50,23 @@ def namespace_collisions(cfg: StackConfig) -> Iterator[Issue]:
             f"namespace {ns!r} is also {other if where.startswith('gpuaas:') else where}; every component and "
             "team needs a namespace of its own (one would create, and on destroy delete, the other's)",
         )
+
+
+def proof_name_collisions(cfg: StackConfig) -> Iterator[Issue]:
+    """A verifying team whose name is ``pool-<pool>`` while that pool's own proofs run.
+
+    The proofs' logical names are ``<component>-<team>-<role>`` per team and
+    ``<component>-pool-<pool>-<role>`` per AKS pool (components/verification.py ``targets``), so
+    the two would register one URN twice, which the Pulumi engine refuses mid-run.
+    """
+    aks = cfg.aks
+    if aks is None or not cfg.verification.aks_pools:
+        return
+    pools = {f"pool-{p.name}": j for j, p in enumerate(aks.gpu_pools)}
+    for i, t in enumerate(cfg.teams):
+        if t.verify and t.partition is not None and t.name in pools:
+            yield Issue(
+                f"gpuaas:teams[{i}].name",
+                f"{t.name!r}: its proofs would take the names of gpuaas:platform.gpuPools[{pools[t.name]}]'s proofs "
+                "(verification.aksPools is on); rename the team",
+            )

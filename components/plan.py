@@ -161,6 +161,13 @@ def plan_files(run: Run) -> dict[str, str]:
         if owner is not None:
             owners[path] = owner
 
+    urns = Counter(r.urn for r in run.records)
+    twice = sorted(u for u, n in urns.items() if n > 1)
+    if twice:
+        # The engine refuses a URN registered twice ("Duplicate resource URN"); the mocks do not.
+        raise ConfigError(
+            [Issue(u, "registered twice: two resources of the program have one logical name") for u in twice]
+        )
     for r in run.records:
         if not r.custom or r.type.startswith(_SKIP_TYPES):
             continue

@@ -23,7 +23,7 @@ from components.config import (
 from components.errors import Issue
 from components.mig import LayoutError, check_layout, parse_layout
 from components.multus import NETWORK_NAME as MULTUS_NETWORK
-from components.names import namespace_collisions
+from components.names import namespace_collisions, proof_name_collisions
 from components.types import format_pkey
 
 #: Namespaces a team may not take: the cluster's own and the platform's operators.
@@ -36,7 +36,7 @@ DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
 def check(cfg: StackConfig) -> list[Issue]:
     """Every cross-field problem of ``cfg``, sorted by path."""
     issues: list[Issue] = []
-    for rule in (_teams, _platform, _sharing, _partitions, namespace_collisions):
+    for rule in (_teams, _platform, _sharing, _partitions, namespace_collisions, proof_name_collisions):
         issues.extend(rule(cfg))
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
         # Capacity needs valid layouts and node groups; otherwise those issues are the news.

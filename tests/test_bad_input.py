@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -289,6 +290,26 @@ def test_bad_value_refused_and_its_twin_allowed(
     assert any(i.startswith(f"{where}: ") and why in i for i in issues), issues
     raw = raw_stack(stack)
     good(raw)
+    parse_config(raw)
+
+
+def _proof_team(name: str) -> Edit:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["verification"] = {"aksPools": True}
+        raw["teams"][1].update(name=name, verify=True)
+
+    return edit
+
+
+def test_a_team_cannot_take_the_names_of_a_pools_proofs() -> None:
+    """A verifying team ``pool-ndh100a`` and the pool ``ndh100a``'s proofs would register one URN twice."""
+    issues = _issues("aks", _proof_team("pool-ndh100a"))
+    assert issues == [
+        "gpuaas:teams[1].name: 'pool-ndh100a': its proofs would take the names of gpuaas:platform.gpuPools[0]'s "
+        "proofs (verification.aksPools is on); rename the team"
+    ]
+    raw = raw_stack("aks")
+    _proof_team("pool-ndh100b-team")(raw)
     parse_config(raw)
 
 

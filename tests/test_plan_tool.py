@@ -111,3 +111,28 @@ def test_summary_file_has_the_target_line(tmp_path: Path) -> None:
     assert main(["onprem", "--out", str(tmp_path), "--quiet"]) == 0
     lines = (tmp_path / "onprem" / "summary.txt").read_text().splitlines()
     assert lines[2] == "Target: kubeconfig context 'onprem-admin'"
+
+
+def test_a_urn_registered_twice_is_a_problem_not_a_silent_plan() -> None:
+    """The mocks accept a duplicate URN that the engine refuses; the plan must refuse it too."""
+    from components.offline import Record, Run
+    from components.plan import plan_files
+
+    def record(name: str) -> Record:
+        return Record(
+            urn=f"urn:pulumi:s::gpuaas::kubernetes:core/v1:ConfigMap::{name}",
+            type="kubernetes:core/v1:ConfigMap",
+            name=name,
+            custom=True,
+            inputs={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "n"}},
+            parent="",
+            dependencies=[],
+            provider="",
+            protect=False,
+            ignore_changes=[],
+            delete_before_replace=False,
+        )
+
+    with pytest.raises(ConfigError, match="registered twice"):
+        plan_files(Run(stack="s", records=[record("a"), record("a")], outputs={}, secret_outputs=set()))
+    assert "k8s/n/ConfigMap-a.yaml" in plan_files(Run("s", [record("a"), record("b")], {}, set()))
