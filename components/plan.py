@@ -292,8 +292,8 @@ def _previous(previous: Path | None) -> dict[str, Any] | None:
     if previous is None:
         return None
     try:
-        last = yaml.safe_load(previous.read_text())
-    except yaml.YAMLError as err:
+        last = yaml.safe_load(previous.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise ConfigError([Issue(str(previous), f"is not an outputs.yaml of a plan ({err})")]) from None
     return last if isinstance(last, dict) else None
 

@@ -136,3 +136,13 @@ def test_a_urn_registered_twice_is_a_problem_not_a_silent_plan() -> None:
     with pytest.raises(ConfigError, match="registered twice"):
         plan_files(Run(stack="s", records=[record("a"), record("a")], outputs={}, secret_outputs=set()))
     assert "k8s/n/ConfigMap-a.yaml" in plan_files(Run("s", [record("a"), record("b")], {}, set()))
+
+
+def test_previous_outputs_that_are_not_yaml_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prev = tmp_path / "outputs.yaml"
+    prev.write_bytes(b"\xff\xfe not text")
+    assert main(["onprem", "--previous", str(prev), "--out", str(tmp_path / "p"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{prev}: is not an outputs.yaml of a plan" in err and "Traceback" not in err
+    prev.write_text("migLayouts: {}\n")  # the twin: a readable (if empty) earlier run
+    assert main(["onprem", "--previous", str(prev), "--out", str(tmp_path / "p"), "--quiet"]) == 0
