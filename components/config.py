@@ -313,7 +313,7 @@ class AksPlatform(Model):
 
     kind: Literal["aks"]
     subscription_id: AzureSubscriptionId
-    #: Must agree with ``azure-native:location`` where the stack sets it (components/stack_checks.py).
+    #: Must agree with ``azure-native:location`` where the stack sets it (components/loader.py parse_stack).
     location: AzureLocation
     resource_group: ResourceGroup
     cluster_name: DnsLabel

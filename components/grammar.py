@@ -108,10 +108,14 @@ class QuantityError(ValueError):
 
 
 def _split_quantity(text: str) -> tuple[bool, str, str, str, str]:
-    """``parseQuantityString``: (positive, value, numerator, denominator, suffix), same quirks.
+    """``parseQuantityString``: (positive, value, numerator, denominator, suffix).
 
-    Like upstream: leading zeros are dropped, ``1.`` and ``.5`` are numbers, a lone sign is 0.
+    Like upstream, leading zeros are dropped and ``1.`` and ``.5`` are numbers. Stricter in one
+    way: the number needs a digit. Upstream's loop reads ``-``, ``.`` and ``Gi`` as 0, which the
+    grammar in its own doc comment (above) does not allow, and a quota of ``Gi`` is a typo.
     """
+    if not re.match(r"[+-]?\.?[0-9]", text):
+        raise QuantityError(f"{text!r} does not start with a number; {QUANTITY_HELP}")
     positive = True
     pos = 0
     end = len(text)
@@ -167,6 +171,8 @@ def parse_quantity(text: str) -> Decimal:
         exponent = int(suffix[1:])
         if not -(2**63) <= exponent < 2**63:  # strconv.ParseInt(..., 10, 64)
             raise QuantityError(f"{text!r}: the exponent {suffix[1:]} is out of range")
+        # Upstream then narrows it to int32 (a huge exponent wraps); only validity and sign
+        # matter here, so the magnitude is clamped instead.
         scale = Decimal(10) ** max(min(exponent, 10**6), -(10**6))
     else:
         raise QuantityError(f"{text!r} has an unknown suffix {suffix!r}; {QUANTITY_HELP}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -94,6 +95,71 @@ def read_stack_file(file: Path) -> dict[str, Any]:
     if bad:
         raise ConfigError([Issue(f"{name}: config", f"key {k!r} is not a string") for k in bad])
     return dict(config)
+
+
+_PATH_PART = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\["([^"]*)"\]')
+
+
+def _loc_of(issue_path: str) -> tuple[str | int, ...]:
+    """``gpuaas:teams[1].partition.pkey`` → ``("gpuaas:teams", 1, "partition", "pkey")`` (as far as it parses)."""
+    prefix = f"{NAMESPACE}:"
+    if not issue_path.startswith(prefix):
+        return ()
+    rest = issue_path[len(prefix) :]
+    loc: list[str | int] = []
+    pos = 0
+    while pos < len(rest):
+        m = _PATH_PART.match(rest, pos)
+        if m is None:
+            break
+        name, index, quoted = m.groups()
+        loc.append(int(index) if index is not None else (name if name is not None else quoted))
+        pos = m.end()
+    if loc and isinstance(loc[0], str):
+        loc[0] = prefix + loc[0]
+    return tuple(loc)
+
+
+def stack_file_marks(file: Path) -> dict[tuple[str | int, ...], tuple[int, int]]:
+    """Every value's (line, column) in a stack file's ``config:``, keyed by its path (1-based)."""
+    try:
+        root = yaml.compose(file.read_text(encoding="utf-8"), Loader=StackFileLoader)  # a SafeLoader subclass
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    marks: dict[tuple[str | int, ...], tuple[int, int]] = {}
+
+    def walk(node: yaml.Node, loc: tuple[str | int, ...]) -> None:
+        marks[loc] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    walk(value, (*loc, key.value))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, value in enumerate(node.value):
+                walk(value, (*loc, i))
+
+    if isinstance(root, yaml.MappingNode):
+        for key, value in root.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == "config":
+                walk(value, ())
+    return marks
+
+
+def render_located(err: ConfigError, file: Path) -> str:
+    """:meth:`ConfigError.render` with each problem's place in ``file`` (its nearest written key).
+
+    A missing key points at the mapping that should hold it; problems of other origins (the YAML
+    itself, the plan's arguments) are shown as they are.
+    """
+    marks = stack_file_marks(file)
+    lines = err.render().splitlines()[:1]
+    for issue in err.issues:
+        loc = _loc_of(issue.path)
+        while loc and loc not in marks:
+            loc = loc[:-1]
+        where = f"  ({file.name}:{marks[loc][0]}:{marks[loc][1]})" if loc else ""
+        lines.append(f"  {issue}{where}")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------

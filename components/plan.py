@@ -389,7 +389,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _, summary = write_plan(args.stack, args.out, args.stack_file, args.previous)
     except ConfigError as err:
-        print(err.render(), file=sys.stderr)
+        from components.loader import render_located
+        from components.offline import stack_file
+
+        file = args.stack_file or (stack_file(args.stack) if stack_name_problem(args.stack) is None else None)
+        print(render_located(err, file) if file is not None else err.render(), file=sys.stderr)
         return 2
     except pulumi.RunError as err:  # a day-2 guard (components/mig_guard.py) stopped the run
         print(str(err), file=sys.stderr)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components.errors import ConfigError
+from components.errors import ConfigError, Issue
 from components.loader import parse_config, parse_stack, read_stack_file
 from components.offline import stack_config
 from components.types import DnsLabel
@@ -433,3 +433,24 @@ def test_two_teams_keys_no_longer_plan_zero_teams(tmp_path: Path) -> None:
 def test_qualified_round_trip_is_unchanged() -> None:
     raw = raw_stack("onprem")
     assert parse_stack(qualified(copy.deepcopy(raw))) == parse_config(raw)
+
+
+def test_problems_point_at_their_line_in_the_stack_file(tmp_path: Path) -> None:
+    from components.loader import render_located
+
+    f = tmp_path / "Pulumi.onprem.yaml"
+    f.write_text("config:\n  gpuaas:teams:\n    - name: a\n      quota:\n        memory: 12XB\n    - name: b\n")
+    err = ConfigError(
+        [
+            Issue("gpuaas:teams[0].quota.memory", "bad"),  # written: its own line
+            Issue("gpuaas:teams[1].quota", "missing"),  # not written: the team that should hold it
+            Issue("gpuaas:teams[*].quota.gpus", "sum"),  # a wildcard: the list
+            Issue("stack", "not from the file"),
+        ]
+    )
+    assert render_located(err, f).splitlines()[1:] == [
+        "  gpuaas:teams[0].quota.memory: bad  (Pulumi.onprem.yaml:5:17)",
+        "  gpuaas:teams[1].quota: missing  (Pulumi.onprem.yaml:6:7)",
+        "  gpuaas:teams[*].quota.gpus: sum  (Pulumi.onprem.yaml:3:5)",
+        "  stack: not from the file",
+    ]

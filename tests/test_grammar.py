@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from components import grammar as g
 
@@ -44,11 +47,30 @@ def test_quantities_the_api_server_takes(text: str, value: Decimal) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "12XB", "1.5.Gi", "1 Gi", "1Gi ", " 1", "1i", "0.1mi", ".5i", "1+1.0M", "-3.01e-", "aoeu", "1K", "1kK", "1e"],
+    [
+        *["", "12XB", "1.5.Gi", "1 Gi", "1Gi ", " 1", "1i", "0.1mi", ".5i", "1+1.0M", "-3.01e-", "aoeu", "1K", "1kK"],
+        "1e",
+        # No digit: upstream's loop reads these as 0; its documented grammar (and this port) does not.
+        *["-", "+", ".", "Gi", "-Mi", ".e3"],
+    ],
 )
 def test_quantities_the_api_server_refuses(text: str) -> None:
     with pytest.raises(g.QuantityError):
         g.parse_quantity(text)
+
+
+#: The shape ParseQuantity's own error message states every quantity has (quantity.go).
+_UPSTREAM_SHAPE = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(st.text(alphabet="0123456789.+-eEinumkKMGTPx ", max_size=12), st.text(max_size=8)))
+def test_any_string_parses_or_is_refused_and_parsed_ones_have_the_upstream_shape(text: str) -> None:
+    try:
+        g.parse_quantity(text)
+    except g.QuantityError:
+        return
+    assert _UPSTREAM_SHAPE.fullmatch(text) and re.match(r"[+-]?\.?[0-9]", text), text
 
 
 def test_quota_quantities_are_never_negative_and_yaml_numbers_count() -> None:
