@@ -68,3 +68,20 @@ def test_add_a_team_example_says_why_it_changes_the_platform() -> None:
     assert [i.path for i in err.value.issues] == ["gpuaas:teams[*].quota.gpus", "gpuaas:teams[6].partition.vfIndex"]
     text = (ROOT / "README.md").read_text()
     assert "all six VF indices" in text and "all 32 whole GPUs" in text
+
+
+def test_readme_error_example_is_what_the_plan_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's bad-config example, made on the checked-in file, printed exactly so."""
+    from components.plan import main
+
+    text = (ROOT / "Pulumi.onprem.yaml").read_text()
+    bad = text.replace('{pkey: "0x0002", vfIndex: 1}', '{pkey: "0x8000", vfIndex: 1}').replace(
+        '{pkey: "0x0003", vfIndex: 2}', '{pkey: "0x0003", vfIndex: 6}'
+    )
+    assert bad != text
+    f = tmp_path / "Pulumi.onprem.yaml"
+    f.write_text(bad)
+    assert main(["onprem", "--stack-file", str(f), "--out", str(tmp_path / "plan"), "--quiet"]) == 2
+    readme = (ROOT / "README.md").read_text()
+    example = readme.split("where it is written:\n\n```\n", 1)[1].split("```", 1)[0]
+    assert capsys.readouterr().err == example
