@@ -300,12 +300,16 @@ def check_image_repository(value: str) -> str:
 
 
 def check_image_tag(value: str) -> str:
-    """A pinned tag, optionally with its digest (``v1.3.0``, ``v1.3.0@sha256:…``); never ``latest``."""
-    tag, _at, digest = value.partition("@")
-    if value == "latest" or tag == "latest" or not _TAG.fullmatch(tag) or (_at and not _DIGEST.fullmatch(digest)):
+    """A pinned tag, optionally with its digest (``v1.3.0``, ``v1.3.0@sha256:…``).
+
+    ``latest`` alone is a moving tag; with a digest it is pinned (the digest wins when pulling),
+    which is how an image published only under moving tags is pinned.
+    """
+    tag, at, digest = value.partition("@")
+    if (tag == "latest" and not at) or not _TAG.fullmatch(tag) or (at and not _DIGEST.fullmatch(digest)):
         raise ValueError(
             f"{value!r} is not a pinned image tag (1-128 letters, digits, '_', '.', '-', not starting with '.' "
-            "or '-', optionally followed by @sha256:<64 hex digits>; 'latest' is not allowed)"
+            "or '-', optionally followed by @sha256:<64 hex digits>; 'latest' only with a digest)"
         )
     return value
 

@@ -105,6 +105,7 @@ CASES: list[tuple[str, Check, str, str]] = [
     ("image with tag", g.check_image_repository, "nvcr.io/nvidia/pytorch:25.10", "localhost:5000/nvidia/pytorch"),
     ("image double dash sep", g.check_image_repository, "a/b..c", "a/b__c"),
     ("tag latest", g.check_image_tag, "latest", "25.10-py3"),
+    ("tag latest pinned", g.check_image_tag, "latest@sha256:" + "g" * 64, "latest@sha256:" + "0" * 64),
     ("tag leading dot", g.check_image_tag, ".v1", "v1"),
     ("tag digest", g.check_image_tag, "v1@sha256:abc", "v1@sha256:" + "a" * 64),
     ("tag space", g.check_image_tag, "v1 0", "v1_0"),
