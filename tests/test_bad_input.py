@@ -454,3 +454,17 @@ def test_problems_point_at_their_line_in_the_stack_file(tmp_path: Path) -> None:
         "  gpuaas:teams[*].quota.gpus: sum  (Pulumi.onprem.yaml:3:5)",
         "  stack: not from the file",
     ]
+
+
+def test_the_program_itself_checks_the_provider_location() -> None:
+    """``pulumi up`` runs ``load_config``, which reads ``azure-native:location`` from the runtime too."""
+    import pulumi
+
+    from components.offline import run_program
+
+    config = stack_config("aks")
+    config["azure-native:location"] = "westeurope"
+    with pytest.raises(pulumi.RunError, match="'eastus', but azure-native:location is 'westeurope'"):
+        run_program("aks", config=config)
+    config["azure-native:location"] = "eastus"
+    assert run_program("aks", config=config).records
