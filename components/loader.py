@@ -61,11 +61,16 @@ class StackFileLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _mark_issue(file: str, err: yaml.YAMLError) -> Issue:
+def _mark_issue(file: str, err: yaml.YAMLError, text: str) -> Issue:
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    if isinstance(err, yaml.reader.ReaderError):  # a character YAML forbids: a position, no mark
+        before = text[: err.position]
+        where = f"{file}:{before.count(chr(10)) + 1}:{err.position - (before.rfind(chr(10)) + 1) + 1}"
+        char = chr(err.character) if isinstance(err.character, int) else err.character
+        return Issue(where, f"YAML: character {char!r} is not allowed in YAML ({err.reason})")
     where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark is not None else file
-    problem = getattr(err, "problem", None) or str(err)
-    if "\\t" in str(problem) or "\t" in str(problem) or "tab" in str(problem):
+    problem = str(getattr(err, "problem", None) or err)
+    if "'\\t'" in problem:
         problem = f"{problem} (YAML indents with spaces; tabs are not allowed there)"
     return Issue(where, f"YAML: {problem}")
 
@@ -80,7 +85,7 @@ def read_stack_file(file: Path) -> dict[str, Any]:
     try:
         data = yaml.load(text, Loader=StackFileLoader)  # a SafeLoader subclass
     except yaml.YAMLError as err:
-        raise ConfigError([_mark_issue(name, err)]) from None
+        raise ConfigError([_mark_issue(name, err, text)]) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

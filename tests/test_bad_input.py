@@ -397,8 +397,12 @@ def test_location_conflict_is_listed_with_the_other_problems() -> None:
         ("- config\n", "{f}:1:1: the top level is a list; a stack file is a mapping"),
         ("config: [a, b]\n", "{f}: config: is a list; write a mapping of keys"),
         ("config:\n  gpuaas:teams: [\n", "{f}:3:1: YAML: expected the node content, but found '<stream end>'"),
+        (
+            'config:\n  gpuaas:teams: "\x00"\n',
+            "{f}:2:18: YAML: character '\\x00' is not allowed in YAML (special characters are not allowed)",
+        ),
     ],
-    ids=["dup-top", "dup-nested", "tab", "list", "config-list", "unclosed"],
+    ids=["dup-top", "dup-nested", "tab", "list", "config-list", "unclosed", "nul"],
 )
 def test_yaml_problems_have_file_line_and_column(tmp_path: Path, text: str, expected: str) -> None:
     f = tmp_path / "Pulumi.bad.yaml"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from components.config import StackConfig
 from components.errors import ConfigError
 from components.loader import parse_stack, read_stack_file
-from components.offline import stack_config
+from components.offline import ROOT, stack_config
 from components.plan import main
 
 #: Strings that hit the grammars' edges: control characters, quotes, shell, paths, suffixes.
@@ -154,3 +154,43 @@ def test_mutated_stacks_plan_or_exit_cleanly(
     assert "Traceback" not in err
     if rc == 2:
         assert err.startswith("gpuaas") or "guard" in err.lower(), err
+
+
+@st.composite
+def mutated_text(draw: st.DrawFn, stack: str) -> str:
+    """The stack file's text with lines duplicated, dropped, re-indented or garbled."""
+    lines = (ROOT / f"Pulumi.{stack}.yaml").read_text().splitlines()
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        i = draw(st.integers(min_value=0, max_value=len(lines) - 1))
+        action = draw(st.sampled_from(["duplicate", "drop", "tab", "indent", "garble"]))
+        if action == "duplicate":
+            lines.insert(i, lines[i])
+        elif action == "drop" and len(lines) > 1:
+            del lines[i]
+        elif action == "tab":
+            lines[i] = "\t" + lines[i].lstrip(" ")
+        elif action == "indent":
+            lines[i] = " " * draw(st.integers(min_value=0, max_value=8)) + lines[i].lstrip(" ")
+        elif action == "garble" and lines[i]:
+            j = draw(st.integers(min_value=0, max_value=len(lines[i]) - 1))
+            lines[i] = (
+                lines[i][:j]
+                + draw(st.sampled_from([":", "{", "[", "'", '"', "&", "*", "-", "#", "\x00"]))
+                + lines[i][j:]
+            )
+    return "\n".join(lines) + "\n"
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data(), stack=st.sampled_from(["onprem", "aks"]))
+def test_mutated_stack_files_load_or_are_located(tmp_path: Path, data: st.DataObject, stack: str) -> None:
+    f = tmp_path / f"Pulumi.{stack}.yaml"
+    f.write_text(data.draw(mutated_text(stack)))
+    try:
+        config = read_stack_file(f)
+    except ConfigError as err:
+        assert all(i.path.startswith(str(f)) for i in err.issues)
+        return
+    _loads(config)
