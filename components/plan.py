@@ -194,11 +194,13 @@ def plan_files(run: Run) -> dict[str, str]:
 INDEX = "index.yaml"
 
 
-def _team_of(record: Record, component: Record | None, teams: Mapping[str, str]) -> str | None:
+def _team_of(
+    record: Record, component: Record | None, teams: Mapping[str, str], by_ns: Mapping[str, str]
+) -> str | None:
     """The team an object belongs to: its team label, its namespace, or its logical name.
 
     Logical names are ``<component>-<team>-…`` per team (STYLE.md); the longest team name wins
-    so that team ``a-b`` is not taken for team ``a``.
+    so that team ``a-b`` is not taken for team ``a``. ``by_ns``: namespace → team.
     """
     from components.teams import TEAM_LABEL
 
@@ -207,14 +209,17 @@ def _team_of(record: Record, component: Record | None, teams: Mapping[str, str])
     team_label = labels.get(TEAM_LABEL) if isinstance(labels, Mapping) else None
     if isinstance(team_label, str) and team_label in teams:
         return team_label
-    by_ns = {ns: team for team, ns in teams.items()}
     ns = meta.get("namespace") if isinstance(meta, Mapping) else None
     if isinstance(ns, str) and ns in by_ns:
         return by_ns[ns]
-    if component is not None:
-        for team in sorted(teams, key=len, reverse=True):
-            if record.name == f"{component.name}-{team}" or record.name.startswith(f"{component.name}-{team}-"):
-                return team
+    prefix = f"{component.name}-" if component is not None else None
+    if prefix is not None and record.name.startswith(prefix):
+        rest = record.name[len(prefix) :]
+        # Candidates end where the rest does or at a '-': a few lookups, whatever the team count.
+        ends = [len(rest), *(i for i in range(len(rest) - 1, 0, -1) if rest[i] == "-")]
+        for end in ends:
+            if rest[:end] in teams:
+                return rest[:end]
     return None
 
 
@@ -227,6 +232,7 @@ def plan_index(run: Run, owners: Mapping[str, Record]) -> dict[str, dict[str, st
         for t, v in (out_teams.items() if isinstance(out_teams, Mapping) else [])
         if isinstance(v, Mapping) and isinstance(v.get("namespace"), str)
     }
+    by_ns = {ns: team for team, ns in teams.items()}
     index: dict[str, dict[str, str]] = {}
     for path, r in owners.items():
         chain = [r]
@@ -234,7 +240,7 @@ def plan_index(run: Run, owners: Mapping[str, Record]) -> dict[str, dict[str, st
             chain.append(by_urn[chain[-1].parent])
         top = chain[-2] if len(chain) >= 2 else None  # chain[-1] is Platform
         entry = {"component": (top or r).name.removeprefix(f"{chain[-1].name}-")}
-        team = _team_of(r, top, teams)
+        team = _team_of(r, top, teams, by_ns)
         if team is not None:
             entry["team"] = team
         index[path] = entry
