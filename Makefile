@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= onprem
 
-.PHONY: plan plans test lint typecheck unit e2e e2e-tools cluster cluster-down bench clean tools actionlint policy-pack
+.PHONY: plan plans diff test lint typecheck unit e2e e2e-tools cluster cluster-down bench clean tools actionlint policy-pack
 
 # The virtualenv (Pulumi.yaml names it too). Planning needs only the runtime (requirements.txt);
 # `make test` adds the test tools (requirements-dev.txt). Each stamp follows its own file.
@@ -52,6 +52,14 @@ plan: $(VENV)/.runtime
 ## plans: offline plans of every checked-in stack.
 plans: $(VENV)/.runtime
 	for s in onprem aks; do $(BIN)/python -m components.plan $$s --quiet || exit 1; done
+
+## diff: compare the plan of STACK with BASE (a git ref, default HEAD, or a plan folder): what was
+## added, changed and removed per team and per component, then the object diffs (also in
+## DIFF_OUT/plan.diff, default plan/diff-STACK). Changes are not an error here; problems are.
+BASE ?= HEAD
+diff: $(VENV)/.runtime
+	@$(BIN)/python -m components.plandiff --stack $(STACK) --base $(BASE) $(if $(DIFF_OUT),--out $(DIFF_OUT)) \
+		|| [ $$? -eq 1 ]
 
 ## test: lint, strict type check, the unit suite and the e2e suite against the real control plane (what CI runs).
 test: lint typecheck unit e2e

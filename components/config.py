@@ -11,23 +11,48 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from components import versions
 from components.catalog import GPU_MODELS, ND_SKUS
+from components.grammar import extended_resource_problem
 from components.types import (
     AksPoolName,
+    AzureLocation,
+    AzureResourceGroupName,
+    AzureSubscriptionId,
+    AzureVmSize,
     ChartVersion,
     CronSchedule,
     DnsLabel,
     DnsSubdomain,
     Guid,
+    HcaName,
     ImageDigest,
+    ImageRepository,
     ImageTag,
+    KubernetesVersion,
+    LabelKey,
+    LabelValue,
+    LineText,
     NonNegativeInt,
     PKey,
     PositiveInt,
+    Quantity,
+    RepositoryUrl,
+    RoutingEngine,
+    Taint,
 )
 
 
@@ -50,26 +75,26 @@ class Model(BaseModel):
 class Versions(Model):
     """Pinned chart and image versions. Defaults: :mod:`components.versions`."""
 
-    helm_repository: str = versions.NVIDIA_HELM_REPO
+    helm_repository: RepositoryUrl = versions.NVIDIA_HELM_REPO
     network_operator_chart: ChartVersion = versions.NETWORK_OPERATOR_CHART
     gpu_operator_chart: ChartVersion = versions.GPU_OPERATOR_CHART
-    mellanox_repository: str = versions.MELLANOX_REPOSITORY
+    mellanox_repository: ImageRepository = versions.MELLANOX_REPOSITORY
     network_operator_components: ImageTag = versions.NETWORK_OPERATOR_COMPONENTS
     doca_driver: ImageTag = versions.DOCA_DRIVER
-    ib_sriov_cni_image: str = versions.IB_SRIOV_CNI_IMAGE
+    ib_sriov_cni_image: ImageRepository = versions.IB_SRIOV_CNI_IMAGE
     ib_sriov_cni: ImageTag = versions.IB_SRIOV_CNI
-    rdma_shared_device_plugin_image: str = versions.RDMA_SHARED_DP_IMAGE
+    rdma_shared_device_plugin_image: ImageRepository = versions.RDMA_SHARED_DP_IMAGE
     rdma_shared_device_plugin: ImageTag = versions.RDMA_SHARED_DP
-    node_tools_image: str = versions.NODE_TOOLS_IMAGE
+    node_tools_image: ImageRepository = versions.NODE_TOOLS_IMAGE
     node_tools: ImageTag = versions.NODE_TOOLS
-    opensm_image: str = versions.OPENSM_IMAGE
+    opensm_image: ImageRepository = versions.OPENSM_IMAGE
     opensm: ImageTag = versions.OPENSM
-    perftest_image: str = versions.PERFTEST_IMAGE
+    perftest_image: ImageRepository = versions.PERFTEST_IMAGE
     #: A pinned tag of ``perftestImage``; unset where the digest pins it (upstream tags only ``latest``).
     perftest: ImageTag | None = versions.PERFTEST
     #: ``sha256:…``; wins over the tag when both are set (the runtime pulls by digest).
     perftest_digest: ImageDigest | None = versions.PERFTEST_DIGEST
-    pytorch_image: str = versions.PYTORCH_IMAGE
+    pytorch_image: ImageRepository = versions.PYTORCH_IMAGE
     pytorch: ImageTag = versions.PYTORCH
     #: GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default.
     gpu_driver: ImageTag | None = None
@@ -99,6 +124,19 @@ class MigConfig(Model):
         return self
 
 
+#: The kubelet's default ``maxPods`` (kubelet config reference): the most pods one node runs.
+MAX_TIME_SLICING_REPLICAS = 110
+
+
+def _some_hcas(hcas: list[str]) -> list[str]:
+    if not hcas:
+        raise ValueError(
+            "is empty; a node group needs at least one InfiniBand HCA (its VFs, GUIDs and RDMA devices come "
+            "from them), e.g. [mlx5_0]"
+        )
+    return hcas
+
+
 class TimeSlicing(Model):
     """Time-slicing: each GPU is advertised ``replicas`` times as ``nvidia.com/gpu.shared``."""
 
@@ -109,6 +147,14 @@ class TimeSlicing(Model):
     def _at_least_one(cls, v: int) -> int:
         if v < 1:
             raise ValueError(f"time-slicing replicas must be at least 1 (got {v})")
+        # Each replica is a schedulable nvidia.com/gpu.shared device, and one pod takes one: a
+        # node runs at most 110 pods (the kubelet's default maxPods), so more replicas of one GPU
+        # are devices no pod can ever be given, only inflated capacity that quotas are checked against.
+        if v > MAX_TIME_SLICING_REPLICAS:
+            raise ValueError(
+                f"time-slicing replicas {v} exceed {MAX_TIME_SLICING_REPLICAS}: each replica is one pod's share of a "
+                f"GPU and a node runs at most {MAX_TIME_SLICING_REPLICAS} pods (kubelet maxPods default)"
+            )
         return v
 
 
@@ -137,7 +183,9 @@ class NodeGroup(GpuSharing):
     gpu_model: str
     gpus_per_node: PositiveInt = 8
     #: RDMA device names of the InfiniBand HCAs (``ibv_devices``); their order fixes HCA indices in GUIDs.
-    hcas: list[str] = Field(default_factory=lambda: [f"mlx5_{i}" for i in range(8)])
+    hcas: Annotated[list[HcaName], AfterValidator(_some_hcas)] = Field(
+        default_factory=lambda: [f"mlx5_{i}" for i in range(8)]
+    )
 
 
 class Node(Model):
@@ -164,7 +212,7 @@ class GuidScheme(Model):
 class OpenSm(Model):
     """Subnet-manager settings rendered into ``partitions.conf`` and an ``opensm.conf`` fragment."""
 
-    routing_engine: str = "ftree"
+    routing_engine: RoutingEngine = "ftree"
     #: IBTA MTU code of the IPoIB broadcast groups: 4 = 2048, 5 = 4096 (opensm(8)).
     ipoib_mtu: Literal[4, 5] = 5
     #: IBTA rate code of the IPoIB broadcast groups: 17 = 200 Gb/s (HDR), 21 = 400 Gb/s (NDR),
@@ -246,7 +294,7 @@ class OnPremPlatform(Model):
 
     kind: Literal["onprem"]
     #: kubeconfig context to deploy to; ``None`` uses the ambient kubeconfig's current context.
-    kubeconfig_context: str | None = None
+    kubeconfig_context: LineText | None = None
     node_groups: list[NodeGroup]
     nodes: list[Node]
     fabric: Fabric = Fabric()
@@ -263,7 +311,7 @@ class OnPremPlatform(Model):
 
 
 class ResourceGroup(Model):
-    name: str
+    name: AzureResourceGroupName
     #: ``False``: the group exists and is only referenced.
     create: bool = True
 
@@ -272,7 +320,7 @@ class SystemPool(Model):
     """The small inline System pool of the ManagedCluster (the API cannot update it in place)."""
 
     name: AksPoolName = "system"
-    vm_size: str = "Standard_D8ds_v5"
+    vm_size: AzureVmSize = "Standard_D8ds_v5"
     os_sku: Literal["Ubuntu2204", "Ubuntu2404"] = "Ubuntu2204"
     min_count: int = 1
     max_count: PositiveInt = 3
@@ -287,8 +335,8 @@ class GpuPool(GpuSharing):
     os_sku: Literal["Ubuntu2204", "Ubuntu2404"] = "Ubuntu2204"
     min_count: NonNegativeInt = 0
     max_count: PositiveInt = 2
-    taints: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu=present:NoSchedule"])
-    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=lambda: ["nvidia.com/gpu=present:NoSchedule"])
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
 
     @cached_property
     def gpu_model(self) -> str:
@@ -300,11 +348,12 @@ class AksPlatform(Model):
     """Azure AKS with ND-series InfiniBand GPU pools (pulumi-azure-native v3)."""
 
     kind: Literal["aks"]
-    subscription_id: str
-    location: str
+    subscription_id: AzureSubscriptionId
+    #: Must agree with ``azure-native:location`` where the stack sets it (components/loader.py parse_stack).
+    location: AzureLocation
     resource_group: ResourceGroup
     cluster_name: DnsLabel
-    kubernetes_version: str = versions.AKS_KUBERNETES
+    kubernetes_version: KubernetesVersion = versions.AKS_KUBERNETES
     #: Use an existing cluster (``clusterName`` in ``resourceGroup``, which must then have
     #: ``create: false``) instead of creating one: nothing in Azure is created or changed, only
     #: its user credentials are read; ``gpuPools`` then describe the pools it already has.
@@ -330,11 +379,26 @@ Platform = Annotated[OnPremPlatform | AksPlatform, Field(discriminator="kind")]
 # Operators
 
 
+LabelKeyCheck: TypeAdapter[str] = TypeAdapter(LabelKey)
+
+
 class Toleration(Model):
+    """A pod toleration; validated as the API server does (core/validation ValidateTolerations)."""
+
     key: str
     operator: Literal["Exists", "Equal"] = "Exists"
-    value: str | None = None
+    value: LabelValue | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+    @model_validator(mode="after")
+    def _api_rules(self) -> Toleration:
+        if self.key == "" and self.operator != "Exists":
+            raise ValueError("an empty key tolerates every taint and needs operator Exists")
+        if self.key != "":
+            LabelKeyCheck.validate_python(self.key)
+        if self.operator == "Exists" and self.value:
+            raise ValueError(f"value {self.value!r} must be empty with operator Exists (or use operator Equal)")
+        return self
 
 
 class Network(Model):
@@ -358,12 +422,22 @@ class Network(Model):
     rdma_resource_name: str = "hcashared"
     rdma_hca_max: PositiveInt = 1000
     #: Node selector of the RDMA node DaemonSets (ib-node-config, SR-IOV host config).
-    node_selector: dict[str, str] = Field(
+    node_selector: dict[LabelKey, LabelValue] = Field(
         default_factory=lambda: {"feature.node.kubernetes.io/pci-15b3.present": "true"}
     )
     tolerations: list[Toleration] = Field(default_factory=lambda: [Toleration(key="nvidia.com/gpu")])
     #: Seconds a Helm release may take before it is rolled back (driver builds are slow).
     helm_timeout_seconds: PositiveInt = 1200
+
+    @model_validator(mode="after")
+    def _extended_resource(self) -> Network:
+        name = f"{self.rdma_resource_prefix}/{self.rdma_resource_name}"
+        problem = extended_resource_problem(name)
+        if problem:
+            raise ValueError(
+                f"rdmaResourcePrefix/rdmaResourceName make {name!r}, not a Kubernetes extended resource name: {problem}"
+            )
+        return self
 
 
 class GpuOperator(Model):
@@ -424,8 +498,8 @@ class Quota(Model):
     time_sliced_gpus: NonNegativeInt = 0
     #: On-prem: VFs of the team's partition; AKS: RDMA shared-device slots.
     rdma: NonNegativeInt = 0
-    cpu: str = "64"
-    memory: str = "512Gi"
+    cpu: Quantity = "64"
+    memory: Quantity = "512Gi"
     pods: PositiveInt = 200
 
 
@@ -436,7 +510,7 @@ class Team(Model):
     #: Defaults to the team name.
     namespace: DnsLabel | None = None
     #: Identity-provider groups bound to the team's workload role.
-    groups: list[str] = Field(default_factory=list)
+    groups: list[LineText] = Field(default_factory=list)
     #: Pod Security ``privileged`` instead of ``baseline``: only for teams that truly need it.
     privileged: bool = False
     #: Pulumi ``protect`` on the namespace: deleting it deletes every workload and volume claim

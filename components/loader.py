@@ -10,30 +10,219 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ValidationError
 
 from components.config import StackConfig
 from components.errors import ConfigError, Issue, Loc, from_validation_error, path
+from components.grammar import control_character_issues, normal_location
 from components.rules import check
 
 NAMESPACE = "gpuaas"
 
 
+# --------------------------------------------------------------------------------------------
+# Stack files: YAML problems as file:line:column, never a traceback
+
+
+class StackFileLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key written twice in one mapping.
+
+    YAML 1.2 says mapping keys are unique, but PyYAML keeps the last one silently: two
+    ``gpuaas:teams`` keys would plan the second list (or an empty one) and drop the first. The
+    Pulumi CLI's Go YAML refuses them, so the offline plan must too.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # '<<' merges may be overridden by explicit keys (YAML merge spec)
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:
+                continue  # an unhashable key: the base constructor reports it with its mark
+            if first is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (first at line {first.start_mark.line + 1}, column "
+                    f"{first.start_mark.column + 1}); a key may appear once in a mapping",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def _mark_issue(file: str, err: yaml.YAMLError, text: str) -> Issue:
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    if isinstance(err, yaml.reader.ReaderError):  # a character YAML forbids: a position, no mark
+        before = text[: err.position]
+        where = f"{file}:{before.count(chr(10)) + 1}:{err.position - (before.rfind(chr(10)) + 1) + 1}"
+        char = chr(err.character) if isinstance(err.character, int) else err.character
+        return Issue(where, f"YAML: character {char!r} is not allowed in YAML ({err.reason})")
+    where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark is not None else file
+    problem = str(getattr(err, "problem", None) or err)
+    if "'\\t'" in problem:
+        problem = f"{problem} (YAML indents with spaces; tabs are not allowed there)"
+    return Issue(where, f"YAML: {problem}")
+
+
+def read_stack_file(file: Path) -> dict[str, Any]:
+    """The ``config:`` map of a ``Pulumi.<stack>.yaml``, or :class:`ConfigError` with file:line:column."""
+    name = str(file)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError([Issue(name, f"is not UTF-8 text ({err.reason} at byte {err.start})")]) from None
+    try:
+        data = yaml.load(text, Loader=StackFileLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as err:
+        raise ConfigError([_mark_issue(name, err, text)]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise ConfigError([Issue(f"{name}:1:1", f"the top level is a {kind}; a stack file is a mapping")])
+    config = data.get("config")
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise ConfigError([Issue(f"{name}: config", f"is a {type(config).__name__}; write a mapping of keys")])
+    bad = [k for k in config if not isinstance(k, str)]
+    if bad:
+        raise ConfigError([Issue(f"{name}: config", f"key {k!r} is not a string") for k in bad])
+    return dict(config)
+
+
+_PATH_PART = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\["([^"]*)"\]')
+
+
+def _loc_of(issue_path: str) -> tuple[str | int, ...]:
+    """``gpuaas:teams[1].partition.pkey`` → ``("gpuaas:teams", 1, "partition", "pkey")`` (as far as it parses)."""
+    prefix = f"{NAMESPACE}:"
+    if not issue_path.startswith(prefix):
+        return ()
+    rest = issue_path[len(prefix) :]
+    loc: list[str | int] = []
+    pos = 0
+    while pos < len(rest):
+        m = _PATH_PART.match(rest, pos)
+        if m is None:
+            break
+        name, index, quoted = m.groups()
+        loc.append(int(index) if index is not None else (name if name is not None else quoted))
+        pos = m.end()
+    if loc and isinstance(loc[0], str):
+        loc[0] = prefix + loc[0]
+    return tuple(loc)
+
+
+def stack_file_marks(file: Path) -> dict[tuple[str | int, ...], tuple[int, int]]:
+    """Every value's (line, column) in a stack file's ``config:``, keyed by its path (1-based)."""
+    try:
+        root = yaml.compose(file.read_text(encoding="utf-8"), Loader=StackFileLoader)  # a SafeLoader subclass
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    marks: dict[tuple[str | int, ...], tuple[int, int]] = {}
+
+    def walk(node: yaml.Node, loc: tuple[str | int, ...]) -> None:
+        marks[loc] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    walk(value, (*loc, key.value))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, value in enumerate(node.value):
+                walk(value, (*loc, i))
+
+    if isinstance(root, yaml.MappingNode):
+        for key, value in root.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == "config":
+                walk(value, ())
+    return marks
+
+
+def render_located(err: ConfigError, file: Path) -> str:
+    """:meth:`ConfigError.render` with each problem's place in ``file`` (its nearest written key).
+
+    A missing key points at the mapping that should hold it; problems of other origins (the YAML
+    itself, the plan's arguments) are shown as they are.
+    """
+    marks = stack_file_marks(file)
+    lines = err.render().splitlines()[:1]
+    for issue in err.issues:
+        loc = _loc_of(issue.path)
+        while loc and loc not in marks:
+            loc = loc[:-1]
+        where = f"  ({file.name}:{marks[loc][0]}:{marks[loc][1]})" if loc else ""
+        lines.append(f"  {issue}{where}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# The config
+
+
 def parse_config(raw: Mapping[str, Any]) -> StackConfig:
     """Validate ``raw`` (the ``gpuaas:*`` keys without their prefix) into a :class:`StackConfig`."""
+    controls = list(control_character_issues(dict(raw)))
     try:
         cfg = StackConfig.model_validate(dict(raw))
     except ValidationError as err:
         issues = from_validation_error(err, allowed_keys())
-        raise ConfigError(sorted(set(issues) | set(_rules_beside(raw, err)))) from None
+        raise ConfigError(_merge(controls, set(issues) | set(_rules_beside(raw, err)))) from None
     issues = check(cfg)
-    if issues:
-        raise ConfigError(issues)
+    if issues or controls:
+        raise ConfigError(_merge(controls, issues))
+    return cfg
+
+
+def _merge(first: list[Issue], rest: Any) -> list[Issue]:
+    """``first`` and the issues of ``rest`` at other paths: one message per bad value."""
+    taken = {i.path for i in first}
+    return sorted(set(first) | {i for i in rest if i.path not in taken})
+
+
+def parse_stack(config: Mapping[str, Any]) -> StackConfig:
+    """:func:`parse_config` on a stack's whole config map, plus what spans namespaces.
+
+    ``azure-native:location`` is the provider's default region; a stack whose AKS platform says
+    another one would put the cluster in one region and anything created without an explicit
+    location in the other.
+    """
+    issues: list[Issue] = []
+    try:
+        cfg = parse_config(gpuaas_section(config))
+    except ConfigError as err:
+        issues = list(err.issues)
+        cfg = None
+    provider = config.get("azure-native:location")
+    platform = gpuaas_section(config).get("platform")
+    location = platform.get("location") if isinstance(platform, Mapping) else None
+    if (
+        isinstance(platform, Mapping)
+        and platform.get("kind") == "aks"
+        and isinstance(provider, str)
+        and isinstance(location, str)
+        and normal_location(provider) != normal_location(location)
+    ):
+        issues.append(
+            Issue(
+                "gpuaas:platform.location",
+                f"{location!r}, but azure-native:location is {provider!r}; the cluster and the provider's default "
+                "region must agree (set both to one region)",
+            )
+        )
+    if issues or cfg is None:
+        raise ConfigError(sorted(set(issues)))
     return cfg
 
 
@@ -64,7 +253,15 @@ def _rules_beside(raw: Mapping[str, Any], err: ValidationError, rounds: int = 6)
         except ValidationError as again:
             err = again
             continue
-        return [i for i in check(cfg) if not any(i.path.startswith(s) for s in scopes) and "[*]" not in i.path]
+        # Quotas are checked against the fleet: with part of the platform pruned, its capacity is not the user's.
+        fleet_pruned = any(s.startswith("gpuaas:platform") for s in scopes)
+        return [
+            i
+            for i in check(cfg)
+            if not any(i.path.startswith(s) for s in scopes)
+            and "[*]" not in i.path
+            and not (fleet_pruned and ".quota." in i.path)
+        ]
     return []
 
 
@@ -130,8 +327,14 @@ def raw_from_pulumi() -> dict[str, Any]:
 def load_config() -> StackConfig:
     """Parse the running stack's config or stop the program with every problem listed."""
     import pulumi
+    from pulumi.runtime import config as runtime_config
 
     try:
-        return parse_config(raw_from_pulumi())
+        raw = raw_from_pulumi()
+        provider = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}.get("azure-native:location")
+        config = {f"{NAMESPACE}:{k}": v for k, v in raw.items()}
+        if isinstance(provider, str):
+            config["azure-native:location"] = provider
+        return parse_stack(config)
     except ConfigError as err:
         raise pulumi.RunError(err.render()) from None

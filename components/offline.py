@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from google.protobuf import empty_pb2
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import resource as pulumi_resource
@@ -166,8 +165,9 @@ def stack_file(stack: str) -> Path:
 
 def stack_config(stack: str, path: Path | None = None) -> dict[str, Any]:
     """The ``config:`` map of ``Pulumi.<stack>.yaml`` or ``path`` (fully qualified keys)."""
-    data = yaml.safe_load((path or stack_file(stack)).read_text()) or {}
-    return dict(data.get("config") or {})
+    from components.loader import read_stack_file
+
+    return read_stack_file(path or stack_file(stack))
 
 
 def to_runtime_config(config: Mapping[str, Any]) -> dict[str, str]:

@@ -26,7 +26,8 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.errors import ConfigError
+from components.errors import ConfigError, Issue
+from components.grammar import stack_name_problem
 from components.offline import ROOT, Record, Run, run_program
 from components.summary import render_summary
 
@@ -155,30 +156,112 @@ def _azure(record: Record) -> tuple[str, dict[str, Any]]:
 def plan_files(run: Run) -> dict[str, str]:
     """Every file of the plan, path → content; pure given a run."""
     files: dict[str, str] = {}
+    owners: dict[str, Record] = {}
 
-    def put(path: str, text: str) -> None:
+    def put(path: str, text: str, owner: Record | None = None) -> None:
         if path in files:
-            raise ValueError(f"two plan objects map to {path}: object names must be unique per kind and namespace")
+            # The config rules (components/names.py) refuse the collisions a config can cause; one
+            # reaching here is a gpuaas bug, still reported as a problem rather than a traceback.
+            raise ConfigError(
+                [
+                    Issue(
+                        path,
+                        "two objects of the plan have this kind, namespace and name; one would overwrite the other",
+                    )
+                ]
+            )
         files[path] = text
+        if owner is not None:
+            owners[path] = owner
 
+    urns = Counter(r.urn for r in run.records)
+    twice = sorted(u for u, n in urns.items() if n > 1)
+    if twice:
+        # The engine refuses a URN registered twice ("Duplicate resource URN"); the mocks do not.
+        raise ConfigError(
+            [Issue(u, "registered twice: two resources of the program have one logical name") for u in twice]
+        )
     for r in run.records:
         if not r.custom or r.type.startswith(_SKIP_TYPES):
             continue
         if r.type == HELM_RELEASE:
             path, doc = _helm(r)
-            put(path, dump(doc))
+            put(path, dump(doc), r)
         elif r.type.startswith("kubernetes:"):
             obj = manifest(r)
-            put(_k8s_path(obj, r), _options_comment(r) + dump(obj))
+            put(_k8s_path(obj, r), _options_comment(r) + dump(obj), r)
         elif r.type.startswith("azure-native:"):
             path, doc = _azure(r)
-            put(path, dump(doc))
+            put(path, dump(doc), r)
     for key, name in (("partitionsConf", "partitions.conf"), ("opensmConf", "opensm.conf")):
         if isinstance(run.outputs.get(key), str):
             put(f"opensm/{name}", run.outputs[key])
     shown = {k: (SECRET if k in run.secret_outputs else v) for k, v in run.outputs.items()}
     put("outputs.yaml", dump(_sorted(shown)))
+    files[INDEX] = dump(plan_index(run, owners))
     return files
+
+
+#: The plan's own table of contents: file → the component that owns it and its team, if any
+#: (what ``components.plandiff`` groups a diff by).
+INDEX = "index.yaml"
+
+
+def _team_of(
+    record: Record, component: Record | None, teams: Mapping[str, str], by_ns: Mapping[str, str]
+) -> str | None:
+    """The team an object belongs to: its team label, its namespace, or its logical name.
+
+    Logical names are ``<component>-<team>-…`` per team (STYLE.md); the longest team name wins
+    so that team ``a-b`` is not taken for team ``a``. ``by_ns``: namespace → team.
+    """
+    from components.teams import TEAM_LABEL
+
+    meta: Mapping[str, Any] = record.inputs.get("metadata") or {}
+    labels: Mapping[str, Any] = meta.get("labels") or {} if isinstance(meta, Mapping) else {}
+    team_label = labels.get(TEAM_LABEL) if isinstance(labels, Mapping) else None
+    if isinstance(team_label, str) and team_label in teams:
+        return team_label
+    ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+    if isinstance(ns, str) and ns in by_ns:
+        return by_ns[ns]
+    prefix = f"{component.name}-" if component is not None else None
+    if prefix is not None and record.name.startswith(prefix):
+        rest = record.name[len(prefix) :]
+        # Candidates end where the rest does or at a '-': a few lookups, whatever the team count.
+        ends = [len(rest), *(i for i in range(len(rest) - 1, 0, -1) if rest[i] == "-")]
+        for end in ends:
+            if rest[:end] in teams:
+                return rest[:end]
+    return None
+
+
+def plan_index(run: Run, owners: Mapping[str, Record]) -> dict[str, dict[str, str]]:
+    """``{path: {component, team?}}`` for every object file; the stack's own files under ``stack``."""
+    by_urn = {r.urn: r for r in run.records}
+    out_teams = run.outputs.get("teams")
+    teams = {
+        str(t): str(v["namespace"])
+        for t, v in (out_teams.items() if isinstance(out_teams, Mapping) else [])
+        if isinstance(v, Mapping) and isinstance(v.get("namespace"), str)
+    }
+    by_ns = {ns: team for team, ns in teams.items()}
+    index: dict[str, dict[str, str]] = {}
+    for path, r in owners.items():
+        chain = [r]
+        while chain[-1].parent in by_urn:
+            chain.append(by_urn[chain[-1].parent])
+        top = chain[-2] if len(chain) >= 2 else None  # chain[-1] is Platform
+        entry = {"component": (top or r).name.removeprefix(f"{chain[-1].name}-")}
+        team = _team_of(r, top, teams, by_ns)
+        if team is not None:
+            entry["team"] = team
+        index[path] = entry
+    for path in ("opensm/partitions.conf", "opensm/opensm.conf"):
+        index[path] = {"component": "opensm"}
+    index["outputs.yaml"] = {"component": "stack"}
+    index["summary.txt"] = {"component": "stack"}
+    return {k: index[k] for k in sorted(index)}
 
 
 def resource_counts(run: Run) -> dict[str, Counter[str]]:
@@ -207,24 +290,109 @@ def write_plan(stack: str, out: Path, stack_file: Path | None = None, previous: 
     ``previous`` is the ``outputs.yaml`` of an earlier plan (e.g. the base branch's), standing in
     for the stack's last outputs that the day-2 guards compare against.
     """
-    from components.loader import gpuaas_section, parse_config
+    from components.loader import parse_stack
     from components.offline import stack_config
 
+    target = plan_target(stack, out)
     config = stack_config(stack, stack_file)
-    cfg = parse_config(gpuaas_section(config))  # bad config stops here, before the program registers anything
-    last = yaml.safe_load(previous.read_text()) if previous is not None else None
-    run = run_program(stack, config=config, previous=last if isinstance(last, dict) else None)
+    if stack_file is not None:
+        check_stack_kind(stack, stack_file, config)
+    cfg = parse_stack(config)  # bad config stops here, before the program registers anything
+    last = _previous(previous)
+    run = run_program(stack, config=config, previous=last)
     files = plan_files(run)
     summary = render_summary(cfg, run, resource_counts(run), files)
     files["summary.txt"] = summary
+    write_tree(target, files)
+    return run, summary
+
+
+def _previous(previous: Path | None) -> dict[str, Any] | None:
+    if previous is None:
+        return None
+    try:
+        last = yaml.safe_load(previous.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ConfigError([Issue(str(previous), f"is not an outputs.yaml of a plan ({err})")]) from None
+    return last if isinstance(last, dict) else None
+
+
+def plan_target(stack: str, out: Path) -> Path:
+    """``out/<stack>``, once ``stack`` is a Pulumi stack name; never a path that leaves ``out``.
+
+    The stack name becomes a folder that the plan replaces: ``..`` would make it ``out``'s
+    parent (the repository, with the default ``--out plan``).
+    """
+    problem = stack_name_problem(stack)
+    if problem:
+        raise ConfigError([Issue("stack", f"{stack!r} is not a stack name: {problem}")])
     target = out / stack
+    if target.resolve().parent != out.resolve():
+        raise ConfigError([Issue("stack", f"{stack!r} resolves outside {out} ({target.resolve()})")])
+    return target
+
+
+#: Files every plan has: a folder without them is not a plan, and is never replaced.
+PLAN_MARKERS = ("summary.txt", "outputs.yaml")
+
+
+def write_tree(target: Path, files: Mapping[str, str]) -> None:
+    """Replace ``target`` by ``files``, touching nothing outside it.
+
+    An existing ``target`` is removed only if it is a plan written earlier (it has
+    :data:`PLAN_MARKERS`) or empty; a symlink or anything else is refused, so that
+    ``--out . <stack>`` cannot delete a source folder that happens to share the stack's name.
+    """
+    root = target.resolve()
+    for rel in files:
+        if (target / rel).resolve().parent != root and root not in (target / rel).resolve().parents:
+            raise ConfigError([Issue(rel, f"plan file path leaves the plan folder {target}")])
+    if target.is_symlink():
+        raise ConfigError([Issue(str(target), "is a symbolic link; the plan replaces only a folder it wrote")])
     if target.exists():
+        if not target.is_dir() or (any(target.iterdir()) and not all((target / m).is_file() for m in PLAN_MARKERS)):
+            raise ConfigError(
+                [
+                    Issue(
+                        str(target), "exists and is not an earlier plan (no summary.txt/outputs.yaml); not replacing it"
+                    )
+                ]
+            )
         shutil.rmtree(target)
     for rel in sorted(files):
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(files[rel])
-    return run, summary
+
+
+def platform_kind(config: Mapping[str, Any]) -> str | None:
+    platform = config.get("gpuaas:platform")
+    kind = platform.get("kind") if isinstance(platform, Mapping) else None
+    return kind if isinstance(kind, str) else None
+
+
+def check_stack_kind(stack: str, stack_file: Path, config: Mapping[str, Any]) -> None:
+    """Refuse a ``--stack-file`` of another platform kind than the named stack's own file.
+
+    Stack ``onprem`` planned from an AKS file would write an AKS plan under ``plan/onprem`` (and,
+    with ``--previous``, compare it against the on-prem stack's outputs).
+    """
+    from components.offline import stack_config
+    from components.offline import stack_file as own_file
+
+    if not own_file(stack).is_file() or own_file(stack).resolve() == stack_file.resolve():
+        return
+    mine, theirs = platform_kind(stack_config(stack)), platform_kind(config)
+    if mine is not None and theirs is not None and mine != theirs:
+        raise ConfigError(
+            [
+                Issue(
+                    f"{stack_file}: gpuaas:platform.kind",
+                    f"{theirs!r}, but stack {stack!r} is {mine!r} ({own_file(stack).name}); plan it as a stack of "
+                    "its kind or name another stack",
+                )
+            ]
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -240,13 +408,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _, summary = write_plan(args.stack, args.out, args.stack_file, args.previous)
     except ConfigError as err:
-        print(err.render(), file=sys.stderr)
+        from components.loader import render_located
+        from components.offline import stack_file
+
+        file = args.stack_file or (stack_file(args.stack) if stack_name_problem(args.stack) is None else None)
+        print(render_located(err, file) if file is not None else err.render(), file=sys.stderr)
         return 2
     except pulumi.RunError as err:  # a day-2 guard (components/mig_guard.py) stopped the run
         print(str(err), file=sys.stderr)
         return 2
     except FileNotFoundError as err:
-        print(f"gpuaas: no stack file {err.filename}", file=sys.stderr)
+        print(f"gpuaas: no such file {err.filename}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a folder given as a file, no permission, a full disk
+        print(f"gpuaas: {err.filename or args.out}: {err.strerror or err}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(summary, end="")

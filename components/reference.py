@@ -52,6 +52,20 @@ _NAMED = {
     "_semver": "chart version",
     "_image_tag": "image tag",
     "_aks_pool": "AKS pool name",
+    "check_quantity": "quantity",
+    "check_label_key": "label key",
+    "check_label_value": "label value",
+    "check_taint": "taint",
+    "check_image_repository": "image repository",
+    "check_url": "URL",
+    "check_subscription_id": "subscription id",
+    "check_resource_group": "resource group name",
+    "check_location": "Azure region",
+    "check_vm_size": "VM size",
+    "check_kubernetes_version": "Kubernetes version",
+    "check_hca": "HCA name",
+    "check_routing_engine": "routing engines",
+    "check_line_text": "text line",
 }
 
 

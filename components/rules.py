@@ -23,6 +23,7 @@ from components.config import (
 from components.errors import Issue
 from components.mig import LayoutError, check_layout, parse_layout
 from components.multus import NETWORK_NAME as MULTUS_NETWORK
+from components.names import namespace_collisions, proof_name_collisions
 from components.types import format_pkey
 
 #: Namespaces a team may not take: the cluster's own and the platform's operators.
@@ -35,7 +36,17 @@ DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
 def check(cfg: StackConfig) -> list[Issue]:
     """Every cross-field problem of ``cfg``, sorted by path."""
     issues: list[Issue] = []
-    for rule in (_teams, _platform, _sharing, _partitions, _proofs, _node_labels, _autoscaler_names):
+    for rule in (
+        _teams,
+        _platform,
+        _sharing,
+        _partitions,
+        _proofs,
+        _node_labels,
+        _autoscaler_names,
+        namespace_collisions,
+        proof_name_collisions,
+    ):
         issues.extend(rule(cfg))
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
         # Capacity needs valid layouts and node groups; otherwise those issues are the news.
@@ -305,7 +316,6 @@ def _node_labels(cfg: StackConfig) -> Iterator[Issue]:
 def _teams(cfg: StackConfig) -> Iterator[Issue]:
     seen_names: dict[str, int] = {}
     seen_ns: dict[str, int] = {}
-    operator_ns = {cfg.network.namespace, cfg.gpu_operator.namespace}
     for i, t in enumerate(cfg.teams):
         if t.name in seen_names:
             yield Issue(_p(f"teams[{i}]", "name"), f"duplicate team {t.name!r} (also teams[{seen_names[t.name]}])")
@@ -317,7 +327,7 @@ def _teams(cfg: StackConfig) -> Iterator[Issue]:
                 f"namespace {t.ns!r} is already used by teams[{seen_ns[t.ns]}]; every team needs its own",
             )
         seen_ns.setdefault(t.ns, i)
-        if t.ns in RESERVED_NAMESPACES or t.ns in operator_ns or t.ns.startswith("kube-"):
+        if t.ns in RESERVED_NAMESPACES or t.ns.startswith("kube-"):  # operator ones: components/names.py
             yield Issue(_p(f"teams[{i}]", key), f"namespace {t.ns!r} is reserved for the cluster or its operators")
         if t.verify and t.partition is None:
             yield Issue(_p(f"teams[{i}]", "verify"), "the verification proofs need a partition on the team")

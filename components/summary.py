@@ -46,6 +46,22 @@ def _nad_name(team_name: str, teams_out: Mapping[str, Any]) -> str:
     return "-"
 
 
+def target(cfg: StackConfig) -> str:
+    """The cluster a ``pulumi up`` of this stack would change, as the reviewer must check it."""
+    onprem, aks = cfg.onprem, cfg.aks
+    if onprem is not None:
+        if onprem.kubeconfig_context is None:
+            return "the current context of the ambient kubeconfig (platform.kubeconfigContext unset)"
+        return f"kubeconfig context {onprem.kubeconfig_context!r}"
+    assert aks is not None
+    how = "existing AKS cluster" if aks.existing_cluster else "AKS cluster"
+    group = "created" if aks.resource_group.create else "existing"
+    return (
+        f"{how} {aks.cluster_name!r} in resource group {aks.resource_group.name!r} ({group}), subscription "
+        f"{aks.subscription_id}, location {aks.location}"
+    )
+
+
 def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]], files: Mapping[str, str]) -> str:
     """The plan summary text."""
     out: list[str] = []
@@ -53,6 +69,7 @@ def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]
     total = sum(sum(c.values()) for c in counts.values())
     out.append(f"gpuaas offline plan — stack {run.stack} ({p.kind})")
     out.append(f"{total} resources, {len(files)} plan files. No cluster, cloud or credentials were contacted.")
+    out.append(f"Target: {target(cfg)}")
     out.append("")
 
     out.append("Node groups" if p.kind == "onprem" else "GPU pools (capacity at maxCount)")

@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
+from components import grammar
+
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 SEMVER_TAG = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
@@ -26,7 +28,7 @@ FULL_MEMBER_BIT = 0x8000
 
 
 def _dns_label(value: str) -> str:
-    if len(value) > 63 or not DNS1123_LABEL.match(value):
+    if len(value) > 63 or not DNS1123_LABEL.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a DNS-1123 label (lowercase letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters)"
@@ -35,7 +37,7 @@ def _dns_label(value: str) -> str:
 
 
 def _dns_subdomain(value: str) -> str:
-    if len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
+    if len(value) > 253 or not DNS1123_SUBDOMAIN.fullmatch(value):
         raise ValueError(f"{value!r} is not a DNS-1123 subdomain (at most 253 characters)")
     return value
 
@@ -106,19 +108,17 @@ def colon_guid(guid: int) -> str:
 
 
 def _semver(value: str) -> str:
-    if not SEMVER_TAG.match(value):
+    if not SEMVER_TAG.fullmatch(value):
         raise ValueError(f"{value!r} is not a pinned chart version like v26.4.1 (ranges and 'latest' are not allowed)")
     return value
 
 
 def _image_tag(value: str) -> str:
-    if not value or value == "latest" or any(c.isspace() for c in value):
-        raise ValueError(f"{value!r} is not a pinned image tag ('latest' and empty tags are not allowed)")
-    return value
+    return grammar.check_image_tag(value)
 
 
 def _aks_pool(value: str) -> str:
-    if not AKS_POOL_NAME.match(value):
+    if not AKS_POOL_NAME.fullmatch(value):
         raise ValueError(
             f"{value!r} is not an AKS pool name (lowercase letter, then up to 11 lowercase letters or digits)"
         )
@@ -162,3 +162,23 @@ def _cron(value: str) -> str:
 
 ImageDigest = Annotated[str, AfterValidator(_image_digest)]
 CronSchedule = Annotated[str, AfterValidator(_cron)]
+
+
+# Values checked with the grammar of what consumes them (components/grammar.py cites each source).
+#: A Kubernetes quantity (``64``, ``500m``, ``512Gi``), never negative; kept as written.
+Quantity = Annotated[str, BeforeValidator(grammar.check_quantity)]
+LabelKey = Annotated[str, AfterValidator(grammar.check_label_key)]
+LabelValue = Annotated[str, AfterValidator(grammar.check_label_value)]
+#: An AKS node taint ``key[=value]:Effect``.
+Taint = Annotated[str, AfterValidator(grammar.check_taint)]
+ImageRepository = Annotated[str, AfterValidator(grammar.check_image_repository)]
+RepositoryUrl = Annotated[str, AfterValidator(grammar.check_url)]
+AzureSubscriptionId = Annotated[str, AfterValidator(grammar.check_subscription_id)]
+AzureResourceGroupName = Annotated[str, AfterValidator(grammar.check_resource_group)]
+AzureLocation = Annotated[str, AfterValidator(grammar.check_location)]
+AzureVmSize = Annotated[str, AfterValidator(grammar.check_vm_size)]
+KubernetesVersion = Annotated[str, AfterValidator(grammar.check_kubernetes_version)]
+HcaName = Annotated[str, AfterValidator(grammar.check_hca)]
+RoutingEngine = Annotated[str, AfterValidator(grammar.check_routing_engine)]
+#: One non-empty line of printable text (group names, kubeconfig contexts).
+LineText = Annotated[str, AfterValidator(grammar.check_line_text)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,11 +52,24 @@ def test_plan_cli_prints_problems_without_traceback(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.splitlines()[:3] == [
-        "gpuaas: 2 problems in the stack config:",
-        "  gpuaas:teams[1].partition.pkey: 0x8000 is outside 0x0001..0x7ffe (0x7fff is the default partition)",
-        "  gpuaas:teams[2].partition.vfIndex: 6 is beyond the 6 VFs per HCA (allowed 0..5; raising "
-        "platform.fabric.vfsPerHca adds VFs but re-creates every VF of every node: drain the RDMA nodes and set "
-        "platform.fabric.reconfigure: true for that run)",
+    head, *lines = proc.stderr.splitlines()[:3]
+    assert head == "gpuaas: 2 problems in the stack config:"
+    expected = [
+        (
+            "  gpuaas:teams[1].partition.pkey: 0x8000 is outside 0x0001..0x7ffe (0x7fff is the default partition)",
+            "pkey:",
+        ),
+        (
+            "  gpuaas:teams[2].partition.vfIndex: 6 is beyond the 6 VFs per HCA (allowed 0..5; raising "
+            "platform.fabric.vfsPerHca adds VFs but re-creates every VF of every node: drain the RDMA nodes and set "
+            "platform.fabric.reconfigure: true for that run)",
+            "vfIndex: 6",
+        ),
     ]
+    text = bad.read_text().splitlines()
+    for line, (message, key) in zip(lines, expected, strict=True):
+        # Each problem ends with where its key is written in the file (line:column).
+        found = re.fullmatch(re.escape(message) + r"  \(Pulumi\.bad\.yaml:(\d+):(\d+)\)", line)
+        assert found, line
+        assert key in text[int(found[1]) - 1], (key, text[int(found[1]) - 1])
     assert not (tmp_path / "plan").exists()

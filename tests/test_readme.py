@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from components.offline import ROOT
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.errors import ConfigError
+from components.loader import parse_stack
+from components.offline import ROOT, stack_config
+from components.plan import write_plan
 from components.reference import BEGIN, END, render
 
 
@@ -17,3 +27,61 @@ def test_readme_starts_with_the_two_commands() -> None:
     text = (ROOT / "README.md").read_text()
     first_block = text.split("```sh", 1)[1].split("```", 1)[0]
     assert [line.split()[1] for line in first_block.strip().splitlines()] == ["plan", "test"]
+
+
+def _add_a_team_snippets() -> list[dict[str, Any]]:
+    """The YAML blocks of the README's "Add a team" example, each read under ``config:``."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("Add a team", 1)[1].split("\n**aks**", 1)[0]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    return [yaml.safe_load("config:\n" + b)["config"] for b in blocks]
+
+
+def _apply(config: Any, snippet: Any) -> Any:
+    """What "the other keys stay; append" means: mappings merge, lists get the new items."""
+    if isinstance(config, dict) and isinstance(snippet, dict):
+        return {**config, **{k: _apply(config.get(k), v) if k in config else v for k, v in snippet.items()}}
+    if isinstance(config, list) and isinstance(snippet, list):
+        return [*config, *snippet]
+    return snippet
+
+
+def test_add_a_team_example_plans_on_the_checked_in_stack(tmp_path: Path) -> None:
+    team, platform = _add_a_team_snippets()
+    config = _apply(_apply(stack_config("onprem"), team), platform)
+    stack_file = tmp_path / "Pulumi.onprem.yaml"
+    stack_file.write_text(yaml.safe_dump({"config": config}))
+    run, summary = write_plan("onprem", tmp_path / "plan", stack_file)
+    [new] = [t for t in config["gpuaas:teams"] if t["name"] == "robotics"]
+    assert len(config["gpuaas:teams"]) == 7 and new == team["gpuaas:teams"][0]
+    quota = run.outputs["teams"]["robotics"]["quota"]
+    assert quota["requests.nvidia.com/gpu"] == "8" and quota["requests.nvidia.com/sriov8007"] == "8"
+    assert (tmp_path / "plan" / "onprem" / "k8s" / "robotics" / "ResourceQuota-gpuaas-team-quota.yaml").is_file()
+    assert "robotics" in summary
+
+
+def test_add_a_team_example_says_why_it_changes_the_platform() -> None:
+    """Without the platform snippet the checked-in stack refuses the team: the README says what to change."""
+    team, _platform = _add_a_team_snippets()
+    with pytest.raises(ConfigError) as err:
+        parse_stack(_apply(stack_config("onprem"), team))
+    assert [i.path for i in err.value.issues] == ["gpuaas:teams[*].quota.gpus", "gpuaas:teams[6].partition.vfIndex"]
+    text = (ROOT / "README.md").read_text()
+    assert "all six VF indices" in text and "all 32 whole GPUs" in text
+
+
+def test_readme_error_example_is_what_the_plan_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's bad-config example, made on the checked-in file, printed exactly so."""
+    from components.plan import main
+
+    text = (ROOT / "Pulumi.onprem.yaml").read_text()
+    bad = text.replace('{pkey: "0x0002", vfIndex: 1}', '{pkey: "0x8000", vfIndex: 1}').replace(
+        '{pkey: "0x0003", vfIndex: 2}', '{pkey: "0x0003", vfIndex: 6}'
+    )
+    assert bad != text
+    f = tmp_path / "Pulumi.onprem.yaml"
+    f.write_text(bad)
+    assert main(["onprem", "--stack-file", str(f), "--out", str(tmp_path / "plan"), "--quiet"]) == 2
+    readme = (ROOT / "README.md").read_text()
+    example = readme.split("where it is written:\n\n```\n", 1)[1].split("```", 1)[0]
+    assert capsys.readouterr().err == example
