@@ -68,6 +68,10 @@ class Versions(Model):
     pytorch: ImageTag = versions.PYTORCH
     #: GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default.
     gpu_driver: ImageTag | None = None
+    #: NVIDIA DRA driver for GPUs (``gpuOperator.resourceModel: dra``): repository and tag of the
+    #: ``dra-driver-nvidia-gpu`` image the GPUCluster names.
+    dra_driver_repository: str = versions.DRA_DRIVER_REPOSITORY
+    dra_driver: ImageTag = versions.DRA_DRIVER
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,6 +215,9 @@ class OnPremPlatform(Model):
     kind: Literal["onprem"]
     #: kubeconfig context to deploy to; ``None`` uses the ambient kubeconfig's current context.
     kubeconfig_context: str | None = None
+    #: The cluster's Kubernetes version (``kubectl version``, e.g. ``1.34.4``), declared because
+    #: gpuaas does not create this cluster. Required with ``gpuOperator.resourceModel: dra`` (1.34+).
+    kubernetes_version: str | None = None
     node_groups: list[NodeGroup]
     nodes: list[Node]
     fabric: Fabric = Fabric()
@@ -333,6 +340,10 @@ class GpuOperator(Model):
     #: ``None``: derived per platform (host driver on-prem, operator driver on AKS).
     driver_enabled: bool | None = None
     helm_timeout_seconds: PositiveInt = 1800
+    #: How pods get GPUs: ``devicePlugin`` (ClusterPolicy; ``nvidia.com/gpu`` extended resources)
+    #: or ``dra`` (GPUCluster; ResourceClaims through the NVIDIA DRA driver, Kubernetes 1.34+).
+    #: A running stack does not switch: GPUCluster is greenfield only (see components/dra.py).
+    resource_model: Literal["devicePlugin", "dra"] = "devicePlugin"
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,10 +11,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import mig_guard, rdma_shared_device_plugin
+from components import dra, mig_guard, rdma_shared_device_plugin
 from components.admission import Admission
 from components.aks import AksCluster
 from components.config import StackConfig
+from components.dra_tenancy import DraTenancy
 from components.gpu_operator import GpuOperator
 from components.ib_node_config import IbNodeConfig
 from components.network_operator import NetworkArgs, NetworkOperator
@@ -89,6 +90,9 @@ class Platform(pulumi.ComponentResource):
         teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after)
         self.exports["teams"] = teams.exports
         Admission(f"{name}-admission", cfg, cluster_opts, depends_on=list(teams.namespaces.values()))
+        #     DRA model: per-profile MIG classes, the teams' claim templates and the claim guard.
+        if dra.uses_dra(cfg):
+            DraTenancy(f"{name}-dra", cfg, cluster_opts, namespaces=teams.namespaces)
         # 11. Verification workloads, last: they prove everything above. The Jobs run in the team
         #     namespaces, under their quotas, admission policies and with their NADs.
         verification = Verification(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from components import resources
+from components import dra, resources
 from components.config import StackConfig, Team
 from components.rules import capacity, team_requests
 
@@ -81,6 +81,9 @@ def quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
             "pods": str(q.pods),
         }
     )
+    if dra.uses_dra(cfg):
+        # The same quota keys, GPUs rendered as DRA devices per class (components/dra.py).
+        return dra.render_quota(cfg, hard, team)
     return dict(sorted(hard.items()))
 
 

@@ -37,6 +37,9 @@ def check(cfg: StackConfig) -> list[Issue]:
     issues: list[Issue] = []
     for rule in (_teams, _platform, _sharing, _partitions):
         issues.extend(rule(cfg))
+    from components.dra_rules import dra_issues  # the DRA model's own rules (it builds on this module)
+
+    issues.extend(dra_issues(cfg))
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
         # Capacity needs valid layouts and node groups; otherwise those issues are the news.
         issues.extend(_quotas(cfg))

@@ -44,8 +44,8 @@ from typing import Any, Final
 
 import pulumi
 
+from components import dra, resources
 from components import k8s as kube
-from components import resources
 from components.config import AksPartition, OnPremPartition, StackConfig, Team
 from components.k8s import Manifest
 from components.quotas import limit_range_limits, quota_hard
@@ -85,7 +85,6 @@ def _meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, An
 
 def namespace(cfg: StackConfig, team: Team) -> Manifest:
     """The team namespace with its Pod Security level and team label."""
-    del cfg  # the namespace depends on the team alone
     labels = {
         TEAM_LABEL: team.name,
         **resources.pod_security_labels("privileged" if team.privileged else "baseline"),
@@ -93,6 +92,7 @@ def namespace(cfg: StackConfig, team: Team) -> Manifest:
     }
     if isinstance(team.partition, AksPartition):
         labels[POOL_LABEL] = team.partition.node_pool
+    labels.update(dra.namespace_labels(cfg, team))  # DRA: the device classes it may claim
     meta = _meta(team.ns, labels=labels)
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
