@@ -25,6 +25,11 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
+def _release(tag: str) -> tuple[int, ...]:
+    """``v26.7.0`` (or ``v26.7.0-rc.1``, compared by its release numbers) as a tuple."""
+    return tuple(int(n) for n in re.findall(r"\d+", tag.split("-", 1)[0])[:3])
+
+
 def _fmt(v: tuple[int, ...]) -> str:
     return ".".join(str(n) for n in v)
 
@@ -54,16 +59,9 @@ def dra_issues(cfg: StackConfig) -> Iterator[Issue]:
             f"with resource.k8s.io/v1 from {_fmt(need)}); {upgrade}, or use resourceModel devicePlugin",
         )
 
-    chart = cfg.versions.gpu_operator_chart
+    chart = cfg.versions.gpu_operator_chart  # a pinned vX.Y.Z[-pre] (types.ChartVersion)
     first = versions.GPU_OPERATOR_FIRST_GPUCLUSTER
-    chart_v = parse_version(chart)
-    if chart_v is None:
-        yield Issue(
-            "gpuaas:versions.gpuOperatorChart",
-            f"{chart!r}: cannot tell whether this chart has the GPUCluster CR (first in {first}); "
-            "write the release tag, e.g. v26.7.0",
-        )
-    elif chart_v < parse_version(first):  # type: ignore[operator]
+    if _release(chart) < _release(first):
         yield Issue(
             "gpuaas:versions.gpuOperatorChart",
             f"{chart}: the GPUCluster CR (the DRA resource model) first ships in GPU Operator {first}",
