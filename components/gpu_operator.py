@@ -271,7 +271,9 @@ class GpuOperator(pulumi.ComponentResource):
             version=cfg.versions.gpu_operator_chart,
             repository=cfg.versions.helm_repository,
             namespace=cfg.gpu_operator.namespace,
-            values=gpu_operator_values(cfg),
+            # The values wait on the day-2 guards too: a resource-model switch (ClusterPolicy off)
+            # must stop before the chart hears of it (components/dra.py model_switch_issues).
+            values={k: mig_guard.gated(gate, v) for k, v in gpu_operator_values(cfg).items()},
             timeout=cfg.gpu_operator.helm_timeout_seconds,
             opts=kube.child(self, [self.namespace, *self.configs, *depends_on]),
         )

@@ -105,6 +105,8 @@ class Platform(pulumi.ComponentResource):
 
         # Exported only once the labels carrying them are applied: a run the guard (or a failed
         # label update) stops must leave the last run's layouts in place for the next comparison.
+        if dra.uses_dra(cfg):
+            self.exports[dra.MODEL_OUTPUT] = mig_gate.apply(lambda _: "dra")
         self.exports[mig_guard.OUTPUT] = mig_guard.once_applied(mig_gate, self._labelled, mig_guard.mig_layouts(cfg))
         if cfg.onprem is not None:
             self.exports[mig_guard.NODE_OUTPUT] = mig_guard.once_applied(
@@ -120,8 +122,14 @@ class Platform(pulumi.ComponentResource):
         """
         me = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
         last_run = pulumi.StackReference(f"{name}-last-run", stack_name=me, opts=pulumi.ResourceOptions(parent=self))
-        last = pulumi.Output.all(last_run.get_output(mig_guard.OUTPUT), last_run.get_output(mig_guard.NODE_OUTPUT))
-        return last.apply(lambda outputs: mig_guard.enforce(cfg, outputs[0], outputs[1]))
+        last = pulumi.Output.all(
+            last_run.get_output(mig_guard.OUTPUT),
+            last_run.get_output(mig_guard.NODE_OUTPUT),
+            last_run.get_output(dra.MODEL_OUTPUT),
+        )
+        # First the resource-model guard (a running stack keeps its model, components/dra.py): a
+        # model switch is the news, and the MIG guard's view of it would only repeat it per group.
+        return last.apply(lambda o: dra.enforce_model(cfg, o[0], o[2]) and mig_guard.enforce(cfg, o[0], o[1]))
 
     def _cluster(self, name: str, cfg: StackConfig, mig_gate: pulumi.Output[bool]) -> k8s.Provider:
         onprem = cfg.onprem

@@ -587,3 +587,38 @@ def test_device_plugin_stacks_have_no_dra_objects(stack: str, run_of: Callable[[
     for team in cfg.teams:
         assert not any(k.startswith(dra.CLASS_LABEL_PREFIX) for k in teams.namespace(cfg, team)["metadata"]["labels"])
         assert not any("deviceclass" in k for k in quotas.quota_hard(cfg, team))
+
+
+# --------------------------------------------------------------------------------------------
+# Day 2: a running stack keeps its resource model (GPUCluster is greenfield only)
+
+
+@pytest.mark.parametrize(
+    ("model", "last_layouts", "last_model", "refused"),
+    [
+        ("dra", None, None, False),  # first run: greenfield
+        ("devicePlugin", None, None, False),
+        ("dra", {"h100-full": "all-disabled"}, "dra", False),
+        ("devicePlugin", {"h100-full": "all-disabled"}, None, False),
+        ("dra", {"h100-full": "all-disabled"}, None, True),  # device plugin → DRA in place
+        ("devicePlugin", {"h100-full": "all-disabled"}, "dra", True),  # and back
+    ],
+)
+def test_model_switch_guard(model: str, last_layouts: Any, last_model: Any, refused: bool) -> None:
+    raw = dra_raw()
+    raw["gpuOperator"]["resourceModel"] = model
+    issues = dra.model_switch_issues(parse_config(raw), last_layouts, last_model)
+    assert [i.path for i in issues] == (["gpuaas:gpuOperator.resourceModel"] if refused else [])
+
+
+def test_plan_stops_a_model_switch_against_the_last_outputs(tmp_path: Path) -> None:
+    import pulumi
+
+    _run, _summary = write_plan("onprem", tmp_path / "before")
+    with pytest.raises(pulumi.RunError, match="this stack's last run used devicePlugin"):
+        write_plan("onprem", tmp_path / "after", stack_file=DRA_STACK, previous=tmp_path / "before/onprem/outputs.yaml")
+    # Its allowed twin: the DRA stack against its own last run.
+    write_plan("onprem", tmp_path / "dra", stack_file=DRA_STACK)
+    outputs = yaml.safe_load((tmp_path / "dra/onprem/outputs.yaml").read_text())
+    assert outputs[dra.MODEL_OUTPUT] == "dra"
+    write_plan("onprem", tmp_path / "again", stack_file=DRA_STACK, previous=tmp_path / "dra/onprem/outputs.yaml")
