@@ -330,6 +330,18 @@ class Network(Model):
     helm_timeout_seconds: PositiveInt = 1200
 
 
+class DraOptions(Model):
+    """Options of the DRA resource model (``gpuOperator.resourceModel: dra``)."""
+
+    #: Alpha: the DRA driver creates MIG partitions on demand (its ``DynamicMIG`` feature gate,
+    #: driver v0.3+) instead of the node groups' static layouts, which must then be left out
+    #: ("MIG partitions the driver did not create are destroyed", dra-driver-nvidia-gpu MIG guide).
+    dynamic_mig: bool = False
+    #: With ``dynamicMig`` on Kubernetes 1.34–1.35: the cluster's kube-apiserver and kube-scheduler
+    #: run with the ``DRAPartitionableDevices`` feature gate (alpha; on by default from 1.36).
+    partitionable_devices_enabled: bool = False
+
+
 class GpuOperator(Model):
     """NVIDIA GPU Operator."""
 
@@ -344,6 +356,7 @@ class GpuOperator(Model):
     #: or ``dra`` (GPUCluster; ResourceClaims through the NVIDIA DRA driver, Kubernetes 1.34+).
     #: A running stack does not switch: GPUCluster is greenfield only (see components/dra.py).
     resource_model: Literal["devicePlugin", "dra"] = "devicePlugin"
+    dra: DraOptions = DraOptions()
 
 
 # --------------------------------------------------------------------------------------------

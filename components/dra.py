@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from components import resources
+from components.catalog import GPU_MODELS, MigProfile
 from components.config import StackConfig, Team
 from components.errors import ConfigError, Issue
 from components.k8s import Manifest
@@ -112,9 +113,26 @@ def device_class_for(resource: str) -> str | None:
     return None
 
 
+def dynamic_mig(cfg: StackConfig) -> bool:
+    return uses_dra(cfg) and cfg.gpu_operator.dra.dynamic_mig
+
+
+def dynamic_mig_profiles(cfg: StackConfig) -> dict[str, MigProfile]:
+    """With dynamic MIG: every profile the driver may create on some group's GPU model, by name."""
+    if not dynamic_mig(cfg):
+        return {}
+    out: dict[str, MigProfile] = {}
+    for _where, _group, _sharing, model in sharing_groups(cfg):
+        gpu = GPU_MODELS.get(model)
+        for p in gpu.profiles if gpu else ():
+            out.setdefault(p.name, p)
+    return dict(sorted(out.items()))
+
+
 def offered_mig_profiles(cfg: StackConfig) -> list[str]:
-    """Every MIG profile some node group's static layout creates, sorted."""
-    profiles: set[str] = set()
+    """Every MIG profile some node group's static layout creates (or, with dynamic MIG, that the
+    driver may create on its GPU model), sorted."""
+    profiles: set[str] = set(dynamic_mig_profiles(cfg))
     for _where, _group, sharing, model in sharing_groups(cfg):
         try:
             profiles |= set(mig_counts(sharing, model))
@@ -226,23 +244,28 @@ def gpu_cluster(cfg: StackConfig, driver_enabled: bool) -> Manifest:
     """The GPUCluster CR (gpu-operator v26.7.0 api/nvidia/v1alpha1; CRD nvidia.com_gpuclusters.yaml).
 
     - ``draDriver``: the pinned driver image; ``computeDomains.enabled: false`` — gpuaas gives
-      teams no ComputeDomain (multi-node NVLink) claims, so its controller is not run.
+      teams no ComputeDomain (multi-node NVLink) claims, so its controller is not run;
+      ``featureGates.DynamicMIG`` with ``gpuOperator.dra.dynamicMig`` (alpha).
     - ``hostPaths.driverInstallDir``: ``/`` for a host-installed driver, ``/run/nvidia/driver``
       where the operator's NVIDIADriver installs it (the CR sample's and chart's default).
     - ``daemonsets``: node-critical, and tolerating the ``nvidia.com/gpu`` taint of GPU pools.
     """
     v = cfg.versions
+    dra_driver: dict[str, Any] = {
+        "repository": v.dra_driver_repository,
+        "image": DRA_DRIVER_IMAGE,
+        "version": v.dra_driver,
+        "computeDomains": {"enabled": False},
+    }
+    if dynamic_mig(cfg):
+        # Rendered as FEATURE_GATES on the driver's containers (GPUCluster CRD draDriver.featureGates).
+        dra_driver["featureGates"] = {"DynamicMIG": True}
     return {
         "apiVersion": "nvidia.com/v1alpha1",
         "kind": "GPUCluster",
         "metadata": {"name": GPU_CLUSTER, "labels": dict(PART_OF)},
         "spec": {
-            "draDriver": {
-                "repository": v.dra_driver_repository,
-                "image": DRA_DRIVER_IMAGE,
-                "version": v.dra_driver,
-                "computeDomains": {"enabled": False},
-            },
+            "draDriver": dra_driver,
             "hostPaths": {"driverInstallDir": "/run/nvidia/driver" if driver_enabled else "/"},
             "daemonsets": {
                 "priorityClassName": "system-node-critical",

@@ -622,3 +622,65 @@ def test_plan_stops_a_model_switch_against_the_last_outputs(tmp_path: Path) -> N
     outputs = yaml.safe_load((tmp_path / "dra/onprem/outputs.yaml").read_text())
     assert outputs[dra.MODEL_OUTPUT] == "dra"
     write_plan("onprem", tmp_path / "again", stack_file=DRA_STACK, previous=tmp_path / "dra/onprem/outputs.yaml")
+
+
+# --------------------------------------------------------------------------------------------
+# Dynamic MIG: the explicit alpha opt-in (driver DynamicMIG gate)
+
+
+def dynamic_raw(**dra_opts: Any) -> dict[str, Any]:
+    raw = dra_raw()
+    for group in raw["platform"]["nodeGroups"]:
+        group.pop("mig", None)  # the driver partitions on demand
+    raw["gpuOperator"]["dra"] = {"dynamicMig": True, "partitionableDevicesEnabled": True, **dra_opts}
+    return raw
+
+
+DYNAMIC_REFUSED: Final = [
+    # (id, edit of dynamic_raw(), path, fragment of the reason)
+    ("static-layout", lambda r: r["platform"]["nodeGroups"][0].__setitem__("mig", {"layout": "all-1g.10gb"}),
+     "gpuaas:platform.nodeGroups[0].mig.layout", "destroys partitions it did not create"),
+    ("k8s-1.34-without-the-gate", lambda r: r["gpuOperator"]["dra"].pop("partitionableDevicesEnabled"),
+     "gpuaas:gpuOperator.dra.partitionableDevicesEnabled", "DRAPartitionableDevices"),
+    ("profile-not-on-the-gpu", lambda r: r["teams"][3]["quota"].__setitem__("mig", {"1g.12gb": 2}),
+     'gpuaas:teams[3].quota.mig["1g.12gb"]', "no node group's GPU has MIG profile"),
+    ("slices-oversubscribed", lambda r: r["teams"][4]["quota"].__setitem__("mig", {"7g.80gb": 40}),
+     "gpuaas:teams[*].quota", "compute slices"),
+    ("device-plugin-model", lambda r: r["gpuOperator"].pop("resourceModel"),
+     "gpuaas:gpuOperator.dra.dynamicMig", "is an option of resourceModel dra"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("edit", "path", "reason"), [c[1:] for c in DYNAMIC_REFUSED], ids=[c[0] for c in DYNAMIC_REFUSED]
+)
+def test_dynamic_mig_refuses(edit: Callable[[dict[str, Any]], None], path: str, reason: str) -> None:
+    raw = dynamic_raw()
+    edit(raw)
+    found = [i for i in issues_of(raw) if i.startswith(path + ":")]
+    assert found and reason in found[0], issues_of(raw)
+
+
+def test_dynamic_mig_allowed_and_rendered(upstream: Path) -> None:
+    cfg = parse_config(dynamic_raw())
+    assert dra.dynamic_mig(cfg)
+    cluster = dra.gpu_cluster(cfg, driver_enabled=False)
+    assert cluster["spec"]["draDriver"]["featureGates"] == {"DynamicMIG": True}
+    validate_against_crd(cluster, upstream.joinpath(*GPU_OPERATOR, "crds", "nvidia.com_gpuclusters.yaml"))
+    # Every H100-80GB profile gets its class: the driver may cut any of them.
+    assert dra.offered_mig_profiles(cfg) == [
+        "1g.10gb",
+        "1g.10gb+me",
+        "1g.20gb",
+        "2g.20gb",
+        "3g.40gb",
+        "4g.40gb",
+        "7g.80gb",
+    ]
+    # From Kubernetes 1.36 the partitionable-devices gate is on by default: no acknowledgement.
+    raw = dynamic_raw()
+    raw["gpuOperator"]["dra"].pop("partitionableDevicesEnabled")
+    raw["platform"]["kubernetesVersion"] = "1.36.0"
+    assert dra.dynamic_mig(parse_config(raw))
+    # Static MIG renders no feature gate.
+    assert "featureGates" not in dra.gpu_cluster(dra_cfg(), driver_enabled=False)["spec"]["draDriver"]
