@@ -23,7 +23,7 @@ from components.config import StackConfig
 from components.errors import ConfigError
 from components.gpu_operator import gpu_operator_values
 from components.loader import gpuaas_section, parse_config
-from components.offline import ROOT, stack_config
+from components.offline import ROOT, run_program, stack_config
 from components.plan import write_plan
 from tests.conftest import raw_stack
 from tests.schema_helpers import assert_value_paths_exist, validate_against_crd
@@ -684,3 +684,11 @@ def test_dynamic_mig_allowed_and_rendered(upstream: Path) -> None:
     assert dra.dynamic_mig(parse_config(raw))
     # Static MIG renders no feature gate.
     assert "featureGates" not in dra.gpu_cluster(dra_cfg(), driver_enabled=False)["spec"]["draDriver"]
+
+
+def test_variant_stack_passes_the_policy_pack() -> None:
+    from tests.test_policy import policy_resources, run_pack
+
+    records = run_program("onprem", config=stack_config("onprem", DRA_STACK)).records
+    assert any(r.inputs.get("kind") == "ResourceClaimTemplate" for r in records)
+    assert run_pack(policy_resources(records)) == {}
