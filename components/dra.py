@@ -153,12 +153,25 @@ def team_devices(team: Team) -> dict[str, int]:
     return out
 
 
+#: :func:`device_classes` of the last config asked about: every team's quota needs the same list
+#: (as :func:`components.quotas.extended_resources`), so 256 teams stay linear.
+_last_classes: tuple[StackConfig | None, tuple[str, ...]] = (None, ())
+
+
 def device_classes(cfg: StackConfig) -> list[str]:
-    """Every class a claim could name on this platform: the driver's and gpuaas's, sorted."""
-    names = set(DRIVER_CLASSES) | {mig_class(p) for p in offered_mig_profiles(cfg)}
-    for team in cfg.teams:
-        names |= set(team_devices(team))
-    return sorted(names)
+    """Every class a claim could name on this platform: the driver's and gpuaas's, sorted.
+
+    Memoised on the identity of ``cfg``; configs are frozen.
+    """
+    global _last_classes
+    seen, classes = _last_classes
+    if seen is not cfg:
+        names = set(DRIVER_CLASSES) | {mig_class(p) for p in offered_mig_profiles(cfg)}
+        for team in cfg.teams:
+            names |= set(team_devices(team))
+        classes = tuple(sorted(names))
+        _last_classes = (cfg, classes)
+    return list(classes)
 
 
 def quota_entries(cfg: StackConfig, team: Team) -> dict[str, str]:
