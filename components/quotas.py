@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from components import dra, resources
+from components import resources
 from components.config import StackConfig, Team
 from components.rules import capacity, team_requests
 
@@ -66,6 +66,15 @@ def _extended_resources(cfg: StackConfig) -> set[str]:
 
 
 def quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
+    """``spec.hard`` of the team's ResourceQuota, keys sorted: the device-plugin rendering, or
+    under ``resourceModel: dra`` the same quota with its GPUs as DRA devices per class."""
+    from components import dra  # the DRA model builds on this module's rendering
+
+    hard = device_plugin_quota_hard(cfg, team)
+    return dra.render_quota(cfg, hard, team) if dra.uses_dra(cfg) else hard
+
+
+def device_plugin_quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
     """``spec.hard`` of the team's ResourceQuota, keys sorted."""
     own = team_requests(cfg, _index(cfg, team))
     q = team.quota
@@ -81,9 +90,6 @@ def quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
             "pods": str(q.pods),
         }
     )
-    if dra.uses_dra(cfg):
-        # The same quota keys, GPUs rendered as DRA devices per class (components/dra.py).
-        return dra.render_quota(cfg, hard, team)
     return dict(sorted(hard.items()))
 
 

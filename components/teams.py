@@ -89,10 +89,10 @@ def namespace(cfg: StackConfig, team: Team) -> Manifest:
         TEAM_LABEL: team.name,
         **resources.pod_security_labels("privileged" if team.privileged else "baseline"),
         "pod-security.kubernetes.io/enforce-version": "latest",
+        **dra.namespace_labels(cfg, team),  # DRA model: the device classes it may claim
     }
     if isinstance(team.partition, AksPartition):
         labels[POOL_LABEL] = team.partition.node_pool
-    labels.update(dra.namespace_labels(cfg, team))  # DRA: the device classes it may claim
     meta = _meta(team.ns, labels=labels)
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
