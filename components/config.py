@@ -98,6 +98,10 @@ class Versions(Model):
     pytorch: ImageTag = versions.PYTORCH
     #: GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default.
     gpu_driver: ImageTag | None = None
+    #: NVIDIA DRA driver for GPUs (``gpuOperator.resourceModel: dra``): repository and tag of the
+    #: ``dra-driver-nvidia-gpu`` image the GPUCluster names.
+    dra_driver_repository: str = versions.DRA_DRIVER_REPOSITORY
+    dra_driver: ImageTag = versions.DRA_DRIVER
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,6 +299,9 @@ class OnPremPlatform(Model):
     kind: Literal["onprem"]
     #: kubeconfig context to deploy to; ``None`` uses the ambient kubeconfig's current context.
     kubeconfig_context: LineText | None = None
+    #: The cluster's Kubernetes version (``kubectl version``, e.g. ``1.34.4``), declared because
+    #: gpuaas does not create this cluster. Required with ``gpuOperator.resourceModel: dra`` (1.34+).
+    kubernetes_version: str | None = None
     node_groups: list[NodeGroup]
     nodes: list[Node]
     fabric: Fabric = Fabric()
@@ -440,6 +447,18 @@ class Network(Model):
         return self
 
 
+class DraOptions(Model):
+    """Options of the DRA resource model (``gpuOperator.resourceModel: dra``)."""
+
+    #: Alpha: the DRA driver creates MIG partitions on demand (its ``DynamicMIG`` feature gate,
+    #: driver v0.3+) instead of the node groups' static layouts, which must then be left out
+    #: ("MIG partitions the driver did not create are destroyed", dra-driver-nvidia-gpu MIG guide).
+    dynamic_mig: bool = False
+    #: With ``dynamicMig`` on Kubernetes 1.34–1.35: the cluster's kube-apiserver and kube-scheduler
+    #: run with the ``DRAPartitionableDevices`` feature gate (alpha; on by default from 1.36).
+    partitionable_devices_enabled: bool = False
+
+
 class GpuOperator(Model):
     """NVIDIA GPU Operator."""
 
@@ -450,6 +469,11 @@ class GpuOperator(Model):
     #: ``None``: derived per platform (host driver on-prem, operator driver on AKS).
     driver_enabled: bool | None = None
     helm_timeout_seconds: PositiveInt = 1800
+    #: How pods get GPUs: ``devicePlugin`` (ClusterPolicy; ``nvidia.com/gpu`` extended resources)
+    #: or ``dra`` (GPUCluster; ResourceClaims through the NVIDIA DRA driver, Kubernetes 1.34+).
+    #: A running stack does not switch: GPUCluster is greenfield only (see components/dra.py).
+    resource_model: Literal["devicePlugin", "dra"] = "devicePlugin"
+    dra: DraOptions = DraOptions()
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components import dra, mig_guard, resources
 from components import k8s as kube
-from components import mig_guard, resources
 from components.config import StackConfig
 from components.mig import DISABLED, mig_parted_config
 from components.rules import DEVICE_PLUGIN_DEFAULT_CONFIG, layout_name, mig_counts, sharing_groups
@@ -185,6 +185,8 @@ def gpu_operator_values(cfg: StackConfig) -> dict[str, Any]:
         driver["kernelModuleType"] = "open"
     if cfg.versions.gpu_driver is not None:
         driver["version"] = cfg.versions.gpu_driver
+    if dra.uses_dra(cfg):
+        return dra_values(cfg, driver)
     return {
         "nfd": {"enabled": False},
         "driver": driver,
@@ -193,6 +195,29 @@ def gpu_operator_values(cfg: StackConfig) -> dict[str, Any]:
         "devicePlugin": {
             "config": {"create": False, "name": DEVICE_PLUGIN_CONFIGMAP, "default": DEVICE_PLUGIN_DEFAULT_CONFIG}
         },
+    }
+
+
+def dra_values(cfg: StackConfig, driver: dict[str, Any]) -> dict[str, Any]:
+    """Chart values of the DRA resource model: no ClusterPolicy, and gpuaas's own GPUCluster.
+
+    ``clusterPolicy.deployCR: false`` because a ClusterPolicy and a GPUCluster "may not exist at the
+    same time" (gpu-operator v26.7.0 controllers/gpucluster_controller.go). ``gpuCluster.deployCR:
+    false`` too: gpuaas applies the GPUCluster itself (:func:`components.dra.gpu_cluster`), so it is
+    one object in the plan, checked against the CRD, with one owner; the chart's copy would carry
+    ``helm.sh/resource-policy: keep`` and outlive the release. The operator's GPUCluster controller
+    runs either way (cmd/gpu-operator/main.go registers it unconditionally). GPUCluster installs no
+    GPU driver: where the operator brings it (AKS), it does so through an NVIDIADriver CR, which
+    the chart refuses to leave out ("the NVIDIADriver CRD must be enabled when deploying a
+    GPUCluster CR", templates/validations.yaml); its default CR takes ``driver.*`` as before.
+    """
+    if driver["enabled"]:
+        driver = {**driver, "nvidiaDriverCRD": {"enabled": True, "deployDefaultCR": True}}
+    return {
+        "nfd": {"enabled": False},
+        "driver": driver,
+        "clusterPolicy": {"deployCR": False},
+        "gpuCluster": {"deployCR": False},
     }
 
 
@@ -212,8 +237,9 @@ class GpuOperator(pulumi.ComponentResource):
 
     namespace: pulumi.CustomResource
     mig_config: pulumi.CustomResource
-    device_plugin_config: pulumi.CustomResource
+    device_plugin_config: pulumi.CustomResource | None
     release: k8s.helm.v3.Release
+    gpu_cluster: pulumi.CustomResource | None
 
     def __init__(
         self,
@@ -231,7 +257,13 @@ class GpuOperator(pulumi.ComponentResource):
         # A changed layout drops the old one from this ConfigMap: it waits on the MIG guard too.
         mig_configs["data"] = mig_guard.gated(gate, mig_configs["data"])
         self.mig_config = kube.apply(f"{name}-mig-config", mig_configs, in_ns)
-        self.device_plugin_config = kube.apply(f"{name}-device-plugin-config", device_plugin_configmap(cfg), in_ns)
+        # DRA: no device plugin reads it (and GPUCluster runs no MIG Manager: the mig-parted config
+        # above is then what the hosts apply before the driver starts, components/dra.py).
+        self.device_plugin_config = (
+            None
+            if dra.uses_dra(cfg)
+            else kube.apply(f"{name}-device-plugin-config", device_plugin_configmap(cfg), in_ns)
+        )
         self.release = kube.helm_release(
             f"{name}-release",
             release=RELEASE_NAME,
@@ -239,13 +271,20 @@ class GpuOperator(pulumi.ComponentResource):
             version=cfg.versions.gpu_operator_chart,
             repository=cfg.versions.helm_repository,
             namespace=cfg.gpu_operator.namespace,
-            values=gpu_operator_values(cfg),
+            # The values wait on the day-2 guards too: a resource-model switch (ClusterPolicy off)
+            # must stop before the chart hears of it (components/dra.py model_switch_issues).
+            values={k: mig_guard.gated(gate, v) for k, v in gpu_operator_values(cfg).items()},
             timeout=cfg.gpu_operator.helm_timeout_seconds,
             opts=kube.child(self, [self.namespace, *self.configs, *depends_on]),
         )
+        self.gpu_cluster = None
+        if dra.uses_dra(cfg):
+            # After the release: its CRD and the controller that reconciles it come with the chart.
+            manifest = dra.gpu_cluster(cfg, driver_enabled(cfg))
+            self.gpu_cluster = kube.apply(f"{name}-gpu-cluster", manifest, kube.child(self, [self.release]))
         self.register_outputs({"namespace": cfg.gpu_operator.namespace, "release": self.release.name})
 
     @property
     def configs(self) -> list[pulumi.Resource]:
         """The MIG and device-plugin ConfigMaps the node labels name."""
-        return [self.mig_config, self.device_plugin_config]
+        return [c for c in (self.mig_config, self.device_plugin_config) if c is not None]

@@ -11,10 +11,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import fabric_guard, mig_guard, rdma_shared_device_plugin
+from components import dra, fabric_guard, mig_guard, rdma_shared_device_plugin
 from components.admission import Admission
 from components.aks import AksCluster
 from components.config import StackConfig
+from components.dra_tenancy import DraTenancy
 from components.gpu_operator import GpuOperator
 from components.ib_node_config import IbNodeConfig
 from components.network_operator import NetworkArgs, NetworkOperator
@@ -97,6 +98,9 @@ class Platform(pulumi.ComponentResource):
         teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after)
         self.exports["teams"] = teams.exports
         Admission(f"{name}-admission", cfg, cluster_opts, depends_on=list(teams.namespaces.values()))
+        #     DRA model: per-profile MIG classes, the teams' claim templates and the claim guard.
+        if dra.uses_dra(cfg):
+            DraTenancy(f"{name}-dra", cfg, cluster_opts, namespaces=teams.namespaces)
         # 11. Verification workloads, last: they prove everything above. The Jobs run in the team
         #     namespaces, under their quotas, admission policies and with their NADs.
         verification = Verification(
@@ -109,6 +113,8 @@ class Platform(pulumi.ComponentResource):
 
         # Exported only once the labels carrying them are applied: a run the guard (or a failed
         # label update) stops must leave the last run's layouts in place for the next comparison.
+        if dra.uses_dra(cfg):
+            self.exports[dra.MODEL_OUTPUT] = mig_gate.apply(lambda _: "dra")
         self.exports[mig_guard.OUTPUT] = mig_guard.once_applied(mig_gate, self._labelled, mig_guard.mig_layouts(cfg))
         if cfg.onprem is not None:
             self.exports[mig_guard.NODE_OUTPUT] = mig_guard.once_applied(
@@ -130,14 +136,19 @@ class Platform(pulumi.ComponentResource):
         """
         me = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
         last_run = pulumi.StackReference(f"{name}-last-run", stack_name=me, opts=pulumi.ResourceOptions(parent=self))
-        names = (mig_guard.OUTPUT, mig_guard.NODE_OUTPUT, fabric_guard.OUTPUT)
+        names = (mig_guard.OUTPUT, mig_guard.NODE_OUTPUT, fabric_guard.OUTPUT, dra.MODEL_OUTPUT)
         last = pulumi.Output.all(*[last_run.get_output(n) for n in names])
+        # First the resource-model guard (a running stack keeps its model, components/dra.py): a
+        # model switch is the news, and the other guards' view of it would only repeat it per group.
         return last.apply(
-            lambda o: mig_guard.stop_on(
-                [
-                    mig_guard.check(cfg, *mig_guard.last_maps(o[0], o[1])),
-                    fabric_guard.check(cfg, mig_guard.string_map(fabric_guard.OUTPUT, o[2])),
-                ]
+            lambda o: (
+                dra.enforce_model(cfg, o[0], o[3])
+                and mig_guard.stop_on(
+                    [
+                        mig_guard.check(cfg, *mig_guard.last_maps(o[0], o[1])),
+                        fabric_guard.check(cfg, mig_guard.string_map(fabric_guard.OUTPUT, o[2])),
+                    ]
+                )
             )
         )
 

@@ -85,6 +85,15 @@ def own_partition_resource(team: Team) -> str | None:
 
 
 def quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
+    """``spec.hard`` of the team's ResourceQuota, keys sorted: the device-plugin rendering, or
+    under ``resourceModel: dra`` the same quota with its GPUs as DRA devices per class."""
+    from components import dra  # the DRA model builds on this module's rendering
+
+    hard = device_plugin_quota_hard(cfg, team)
+    return dra.render_quota(cfg, hard, team) if dra.uses_dra(cfg) else hard
+
+
+def device_plugin_quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
     """``spec.hard`` of the team's ResourceQuota, keys sorted."""
     own = team_requests(cfg, _index(cfg, team))
     q = team.quota

@@ -48,9 +48,12 @@ def check(cfg: StackConfig) -> list[Issue]:
         proof_name_collisions,
     ):
         issues.extend(rule(cfg))
+    from components.dra_rules import dra_issues, replaced_by_dra  # the DRA model's rules build on this module
+
+    issues.extend(dra_issues(cfg))
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
         # Capacity needs valid layouts and node groups; otherwise those issues are the news.
-        issues.extend(_quotas(cfg))
+        issues.extend(i for i in _quotas(cfg) if not replaced_by_dra(cfg, i))
     return sorted(set(issues))
 
 

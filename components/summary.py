@@ -10,9 +10,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from components import multus, resources
+from components import dra, multus, resources
 from components.aks import pool_capacity
-from components.config import AksPartition, OnPremPartition, StackConfig
+from components.config import AksPartition, OnPremPartition, StackConfig, Team
 from components.rules import capacity, layout_name, node_counts, sharing_groups, team_requests, vfs_per_partition
 from components.types import format_pkey, full_member_pkey
 
@@ -62,6 +62,22 @@ def target(cfg: StackConfig) -> str:
     )
 
 
+def dra_lines(cfg: StackConfig) -> list[str]:
+    """The DRA model's part of the summary: the model, and what each team may claim."""
+    lines = [
+        f"GPU resource model: dra (GPUCluster {dra.GPU_CLUSTER}, NVIDIA DRA driver {cfg.versions.dra_driver}; "
+        "no ClusterPolicy, no device plugin; GPU quotas as devices per DeviceClass)",
+        "",
+        "Claimable devices (ResourceClaimTemplate (DeviceClass) x quota)",
+    ]
+    lines += table(["team", "namespace", "claims", "devices"], [_dra_row(t) for t in cfg.teams])
+    return lines
+
+
+def _dra_row(team: Team) -> list[str]:
+    return [team.name, team.ns, str(sum(dra.team_devices(team).values())), dra.claimable(team)]
+
+
 def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]], files: Mapping[str, str]) -> str:
     """The plan summary text."""
     out: list[str] = []
@@ -108,6 +124,8 @@ def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]
             f"Multus: namespaceIsolation on, global NAD namespaces {','.join(multus.global_namespaces(cfg))} "
             f"(not default), primary network {onprem.multus.cluster_network!r} in {onprem.multus.cni_conf_dir}"
         )
+    if dra.uses_dra(cfg):
+        out += dra_lines(cfg)
     out.append("")
 
     out.append(

@@ -46,8 +46,8 @@ from typing import Any, Final
 
 import pulumi
 
+from components import dra, resources
 from components import k8s as kube
-from components import resources
 from components.config import AksPartition, OnPremPartition, StackConfig, Team
 from components.k8s import Manifest
 from components.quotas import limit_range_limits, quota_hard
@@ -95,6 +95,7 @@ def namespace(cfg: StackConfig, team: Team) -> Manifest:
         TEAM_LABEL: team.name,
         **resources.pod_security_labels("privileged" if team.privileged else "baseline"),
         "pod-security.kubernetes.io/enforce-version": "latest",
+        **dra.namespace_labels(cfg, team),  # DRA model: the device classes it may claim
     }
     if isinstance(team.partition, AksPartition):
         labels[POOL_LABEL] = team.partition.node_pool

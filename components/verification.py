@@ -42,6 +42,7 @@ from typing import Any, Final
 
 import pulumi
 
+from components import dra
 from components import k8s as kube
 from components.catalog import ND_SKUS
 from components.config import AksPartition, GpuPool, OnPremPartition, StackConfig, Team
@@ -590,6 +591,8 @@ def nccl_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
         memory="32Gi",
         subdomain=name,
     )
+    if dra.uses_dra(cfg):
+        pod = dra.gpus_as_claims(pod)  # the GPU through the team's gpuaas-gpu claim template
     return _job(t, "nccl", pod, "nccl", digest, indexed=2)
 
 

@@ -18,6 +18,14 @@ NETWORK_OPERATOR_CHART: Final = "v26.4.1"
 #: GPU Operator chart; newest release tag (shared/upstream/gpu-operator/v26.7.0).
 GPU_OPERATOR_CHART: Final = "v26.7.0"
 
+#: The first GPU Operator chart with the GPUCluster CR (DRA resource model); the DRA driver it
+#: names by default (gpu-operator v26.7.0 values.yaml ``draDriver``).
+GPU_OPERATOR_FIRST_GPUCLUSTER: Final = "v26.7.0"
+DRA_DRIVER_REPOSITORY: Final = "nvcr.io/nvidia"
+DRA_DRIVER: Final = "v0.5.0"
+#: DynamicResourceAllocation is GA (``resource.k8s.io/v1``, on by default) from Kubernetes 1.34.
+DRA_MIN_KUBERNETES: Final = (1, 34)
+
 #: Images of the NicClusterPolicy operands, as in network-operator v26.4.1
 #: example/crs/mellanox.com_v1alpha1_nicclusterpolicy_cr-full.yaml.
 MELLANOX_REPOSITORY: Final = "nvcr.io/nvidia/mellanox"

@@ -1,0 +1,381 @@
+"""The DRA resource model (``gpuOperator.resourceModel: dra``): pure renderers, no Pulumi.
+
+With DRA a pod gets GPUs through a ResourceClaim (``resource.k8s.io/v1``, GA in Kubernetes 1.34)
+that the scheduler fills from the ResourceSlices the NVIDIA DRA driver publishes, instead of an
+``nvidia.com/gpu`` extended resource counted by a device plugin. The GPU Operator (v26.7.0 and
+later) deploys that driver from a **GPUCluster** CR (``nvidia.com/v1alpha1``, Technology Preview)
+in place of the ClusterPolicy; the two "may not exist at the same time" (gpu-operator
+controllers/gpucluster_controller.go ``validatePrerequisites``; chart templates/validations.yaml
+fails when both ``clusterPolicy.deployCR`` and ``gpuCluster.deployCR`` are true), and only
+greenfield clusters are supported (GPU Operator docs, "Deploying the GPU Operator with DRA
+Support": "Migrating an existing ClusterPolicy deployment to GPUCluster in place is not supported").
+
+**Device classes.** The GPUCluster controller creates and keeps the driver's DeviceClasses
+``gpu.nvidia.com``, ``mig.nvidia.com`` and ``vfio.gpu.nvidia.com`` itself (gpu-operator v26.7.0
+manifests/state-dra-driver/04x0_deviceclass-*.yaml, re-synced every minute: "a deleted
+DeviceClass/VAP ... is detected and reconciled"), so gpuaas leaves them to it: a second owner would
+fight the controller over the same objects. gpuaas adds one class of its own per MIG profile the
+node groups offer (``mig-1g.10gb.gpuaas.io``: the driver's MIG selector plus the profile), because
+a ResourceQuota counts DRA devices per class (``<class>.deviceclass.resource.k8s.io/devices``):
+with only ``mig.nvidia.com`` a team's 12 × 1g.10gb quota would also admit 12 × 4g.40gb.
+
+**One quota model, two renderings.** A team's ``quota`` keys stay what they are; under DRA the
+GPU part renders as devices per class (:func:`device_class_for` maps each extended resource to
+its class) plus ``count/resourceclaims.resource.k8s.io`` (one claim holds at least one device),
+and every GPU extended resource becomes ``"0"`` (nothing advertises them; a pod that asks is
+refused at creation instead of pending forever). RDMA/SR-IOV keys are unchanged: NICs stay on
+their device plugins.
+
+**What DRA does not do yet here** (refused by :mod:`components.dra_rules`): node-group
+time-slicing and ``quota.timeSlicedGpus`` — the driver shares a GPU only among the containers and
+pods of one claim, and sharing across claims needs alpha gates (``TimeSlicingSettings``,
+``ConsumableShares``, driver v0.5.0 pkg/featuregates); ``migStrategy: single`` — MIG devices are
+always ``mig.nvidia.com`` devices. MIG layouts stay static, from the node groups: GPUCluster runs
+no MIG Manager (its CRD has draDriver, dcgm, dcgmExporter, daemonsets and hostPaths only) and
+"static MIG partitions must be configured before the driver starts" (dra-driver-nvidia-gpu docs,
+guides/gpu-allocation/mig.md), so the hosts apply the plan's mig-parted config themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from components import resources
+from components.catalog import GPU_MODELS, MigProfile
+from components.config import StackConfig, Team
+from components.errors import ConfigError, Issue
+from components.k8s import Manifest
+from components.rules import mig_counts, sharing_groups
+
+#: The DRA driver's name and the DeviceClasses the GPUCluster controller owns, with its selectors
+#: (gpu-operator v26.7.0 manifests/state-dra-driver/0400_deviceclass-gpu.yaml, 0410_…-mig.yaml,
+#: 0430_…-vfio-gpu.yaml). gpuaas never creates these; tests and the e2e suite stand them up.
+DRIVER: Final = "gpu.nvidia.com"
+GPU_CLASS: Final = "gpu.nvidia.com"
+MIG_CLASS: Final = "mig.nvidia.com"
+VFIO_CLASS: Final = "vfio.gpu.nvidia.com"
+DRIVER_CLASSES: Final = {
+    GPU_CLASS: f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'",
+    MIG_CLASS: f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'mig'",
+    VFIO_CLASS: f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'vfio'",
+}
+#: Suffix of gpuaas's own per-profile MIG DeviceClasses.
+CLASS_DOMAIN: Final = "gpuaas.io"
+#: The GPUCluster is a singleton: "metadata.name must be 'gpu-cluster'" (its CRD's CEL rule).
+GPU_CLUSTER: Final = "gpu-cluster"
+DRA_DRIVER_IMAGE: Final = "dra-driver-nvidia-gpu"
+#: Namespace label prefix: ``dra.gpuaas.io/<class>: "true"`` for each class the team may claim.
+#: On the namespace, which tenants cannot edit (a ConfigMap parameter in their namespace they could).
+CLASS_LABEL_PREFIX: Final = "dra.gpuaas.io/"
+#: ResourceQuota key counting a namespace's ResourceClaims (Kubernetes "Resource Quotas", DRA).
+CLAIMS_QUOTA: Final = "count/resourceclaims.resource.k8s.io"
+#: Name prefix of the ResourceClaimTemplates gpuaas puts in each team namespace.
+TEMPLATE_PREFIX: Final = "gpuaas-"
+PART_OF: Final = resources.PART_OF
+
+
+def uses_dra(cfg: StackConfig) -> bool:
+    return cfg.gpu_operator.resource_model == "dra"
+
+
+def mig_class(profile: str) -> str:
+    """gpuaas's DeviceClass of one MIG profile, e.g. ``mig-1g.10gb.gpuaas.io``.
+
+    ``+`` is written ``.`` (``1g.10gb+me`` → ``mig-1g.10gb.me.gpuaas.io``): a class name is a DNS
+    subdomain, as in :func:`components.rules.layout_name`.
+    """
+    return f"mig-{profile.replace('+', '.')}.{CLASS_DOMAIN}"
+
+
+def mig_class_selector(profile: str) -> str:
+    """The driver's MIG selector narrowed to one profile (the ``profile`` attribute of a MIG
+    device, dra-driver-nvidia-gpu docs reference/resourceslice-attributes.md)."""
+    return f"{DRIVER_CLASSES[MIG_CLASS]} && device.attributes['{DRIVER}'].profile == '{profile}'"
+
+
+def device_quota_key(device_class: str) -> str:
+    """ResourceQuota key of the devices claimed from one class (Kubernetes "Resource Quotas")."""
+    return f"{device_class}.deviceclass.resource.k8s.io/devices"
+
+
+def device_class_for(resource: str) -> str | None:
+    """The DeviceClass that carries a GPU extended resource under DRA; ``None`` for other resources.
+
+    The one mapping both renderings of a quota go through (and what Kueue's
+    ``deviceClassMappings`` say): ``nvidia.com/gpu`` ↔ ``gpu.nvidia.com``, ``nvidia.com/mig-<p>``
+    ↔ ``mig-<p>.gpuaas.io``. ``nvidia.com/gpu.shared`` has none (no time-slicing under DRA).
+    """
+    if resource == resources.GPU:
+        return GPU_CLASS
+    prefix = resources.mig_resource("")
+    if resource.startswith(prefix):
+        return mig_class(resource.removeprefix(prefix))
+    return None
+
+
+def dynamic_mig(cfg: StackConfig) -> bool:
+    return uses_dra(cfg) and cfg.gpu_operator.dra.dynamic_mig
+
+
+def dynamic_mig_profiles(cfg: StackConfig) -> dict[str, MigProfile]:
+    """With dynamic MIG: every profile the driver may create on some group's GPU model, by name."""
+    if not dynamic_mig(cfg):
+        return {}
+    out: dict[str, MigProfile] = {}
+    for _where, _group, _sharing, model in sharing_groups(cfg):
+        gpu = GPU_MODELS.get(model)
+        for p in gpu.profiles if gpu else ():
+            out.setdefault(p.name, p)
+    return dict(sorted(out.items()))
+
+
+def offered_mig_profiles(cfg: StackConfig) -> list[str]:
+    """Every MIG profile some node group's static layout creates (or, with dynamic MIG, that the
+    driver may create on its GPU model), sorted."""
+    profiles: set[str] = set(dynamic_mig_profiles(cfg))
+    for _where, _group, sharing, model in sharing_groups(cfg):
+        try:
+            profiles |= set(mig_counts(sharing, model))
+        except (KeyError, ValueError):
+            continue  # a bad layout or model is reported by the rules
+    return sorted(profiles)
+
+
+def team_devices(team: Team) -> dict[str, int]:
+    """Devices per class the team may hold at once: its ``quota.gpus`` and ``quota.mig``."""
+    q = team.quota
+    out: dict[str, int] = {}
+    if q.gpus:
+        out[GPU_CLASS] = q.gpus
+    for profile, n in sorted(q.mig.items()):
+        if n:
+            out[mig_class(profile)] = n
+    return out
+
+
+#: :func:`device_classes` of the last config asked about: every team's quota needs the same list
+#: (as :func:`components.quotas.extended_resources`), so 256 teams stay linear.
+_last_classes: tuple[StackConfig | None, tuple[str, ...]] = (None, ())
+
+
+def device_classes(cfg: StackConfig) -> list[str]:
+    """Every class a claim could name on this platform: the driver's and gpuaas's, sorted.
+
+    Memoised on the identity of ``cfg``; configs are frozen.
+    """
+    global _last_classes
+    seen, classes = _last_classes
+    if seen is not cfg:
+        names = set(DRIVER_CLASSES) | {mig_class(p) for p in offered_mig_profiles(cfg)}
+        for team in cfg.teams:
+            names |= set(team_devices(team))
+        classes = tuple(sorted(names))
+        _last_classes = (cfg, classes)
+    return list(classes)
+
+
+def quota_entries(cfg: StackConfig, team: Team) -> dict[str, str]:
+    """The DRA keys of a team's ResourceQuota: its devices per class, ``"0"`` for every other
+    class, and its claim count (at most one claim per device it may hold)."""
+    own = team_devices(team)
+    hard = {device_quota_key(c): str(own.get(c, 0)) for c in device_classes(cfg)}
+    hard[CLAIMS_QUOTA] = str(sum(own.values()))
+    return hard
+
+
+def render_quota(cfg: StackConfig, device_plugin_hard: dict[str, str], team: Team) -> dict[str, str]:
+    """The DRA rendering of a team quota from its device-plugin rendering (``spec.hard``, sorted).
+
+    GPU extended resources (anything :func:`device_class_for` maps, and the time-sliced share)
+    become ``"0"``; the team's GPUs move to :func:`quota_entries`; every other key is kept.
+    """
+    hard = dict(device_plugin_hard)
+    for key in hard:
+        res = key.removeprefix("requests.")
+        if key.startswith("requests.") and (device_class_for(res) is not None or res == resources.GPU_SHARED):
+            hard[key] = "0"
+    hard.update(quota_entries(cfg, team))
+    return dict(sorted(hard.items()))
+
+
+def namespace_labels(cfg: StackConfig, team: Team) -> dict[str, str]:
+    """Labels naming the classes the team may claim (read by :func:`components.dra_tenancy.claims_policy`)."""
+    if not uses_dra(cfg):
+        return {}
+    return {f"{CLASS_LABEL_PREFIX}{c}": "true" for c in team_devices(team)}
+
+
+# --------------------------------------------------------------------------------------------
+# Objects
+
+
+def mig_device_class(profile: str) -> Manifest:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": mig_class(profile), "labels": dict(PART_OF)},
+        "spec": {"selectors": [{"cel": {"expression": mig_class_selector(profile)}}]},
+    }
+
+
+def template_name(device_class: str) -> str:
+    """``gpuaas-gpu`` for whole GPUs, ``gpuaas-mig-1g.10gb`` for a MIG profile."""
+    if device_class == GPU_CLASS:
+        return f"{TEMPLATE_PREFIX}gpu"
+    return TEMPLATE_PREFIX + device_class.removesuffix(f".{CLASS_DOMAIN}")
+
+
+def claim_template(team: Team, device_class: str) -> Manifest:
+    """A ResourceClaimTemplate for one device of ``device_class``: a pod names it under
+    ``spec.resourceClaims[].resourceClaimTemplateName`` and gets a claim of its own."""
+    request = "gpu" if device_class == GPU_CLASS else "mig"
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": template_name(device_class), "namespace": team.ns, "labels": dict(PART_OF)},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": request,
+                            "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1},
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+def claim_templates(team: Team) -> dict[str, Manifest]:
+    """The team's templates by name: one per class it holds a quota for."""
+    return {template_name(c): claim_template(team, c) for c in team_devices(team)}
+
+
+def gpu_cluster(cfg: StackConfig, driver_enabled: bool) -> Manifest:
+    """The GPUCluster CR (gpu-operator v26.7.0 api/nvidia/v1alpha1; CRD nvidia.com_gpuclusters.yaml).
+
+    - ``draDriver``: the pinned driver image; ``computeDomains.enabled: false`` — gpuaas gives
+      teams no ComputeDomain (multi-node NVLink) claims, so its controller is not run;
+      ``featureGates.DynamicMIG`` with ``gpuOperator.dra.dynamicMig`` (alpha).
+    - ``hostPaths.driverInstallDir``: ``/`` for a host-installed driver, ``/run/nvidia/driver``
+      where the operator's NVIDIADriver installs it (the CR sample's and chart's default).
+    - ``daemonsets``: node-critical, and tolerating the ``nvidia.com/gpu`` taint of GPU pools.
+    """
+    v = cfg.versions
+    dra_driver: dict[str, Any] = {
+        "repository": v.dra_driver_repository,
+        "image": DRA_DRIVER_IMAGE,
+        "version": v.dra_driver,
+        "computeDomains": {"enabled": False},
+    }
+    if dynamic_mig(cfg):
+        # Rendered as FEATURE_GATES on the driver's containers (GPUCluster CRD draDriver.featureGates).
+        dra_driver["featureGates"] = {"DynamicMIG": True}
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "GPUCluster",
+        "metadata": {"name": GPU_CLUSTER, "labels": dict(PART_OF)},
+        "spec": {
+            "draDriver": dra_driver,
+            "hostPaths": {"driverInstallDir": "/run/nvidia/driver" if driver_enabled else "/"},
+            "daemonsets": {
+                "priorityClassName": "system-node-critical",
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
+        },
+    }
+
+
+def kueue_device_class_mappings(cfg: StackConfig) -> list[dict[str, Any]]:
+    """KUEUE HOOK (elastic quotas): Kueue's ``resources.deviceClassMappings`` for this stack.
+
+    Kueue 0.19 (``config.kueue.x-k8s.io/v1beta2``, KueueDRAIntegration beta, on) counts a DRA claim
+    against a ClusterQueue resource through these mappings; mapping each class to the extended
+    resource the device-plugin model quotas makes both models draw on the same ClusterQueue
+    ``nominalQuota``. Not wired in: the Kueue component lands separately and reads this.
+    """
+    if not uses_dra(cfg):
+        return []
+    out = [{"name": resources.GPU, "deviceClassNames": [GPU_CLASS]}]
+    out += [{"name": resources.mig_resource(p), "deviceClassNames": [mig_class(p)]} for p in offered_mig_profiles(cfg)]
+    return out
+
+
+def claimable(team: Team) -> str:
+    """Summary text: the templates and classes a team may claim, with its device counts."""
+    devices = team_devices(team)
+    if not devices:
+        return "(none)"
+    return ", ".join(f"{template_name(c)} ({c}) x{n}" for c, n in devices.items())
+
+
+def gpus_as_claims(pod_spec: Manifest) -> Manifest:
+    """A pod spec whose ``nvidia.com/gpu`` requests become claims from the team's ``gpuaas-gpu`` template.
+
+    One claim per GPU a container asked for (the template holds one device), named
+    ``gpu-<container>-<n>``; the container lists them under ``resources.claims`` (Kubernetes DRA
+    docs, "ResourceClaimTemplate"). Other resources (CPU, memory, RDMA) stay as they are.
+    """
+    spec = dict(pod_spec)
+    claims: list[dict[str, str]] = list(spec.get("resourceClaims", []))
+    containers = []
+    for container in spec["containers"]:
+        c = dict(container)
+        res: dict[str, Any] = {
+            k: dict(v) if isinstance(v, dict) else list(v) for k, v in c.get("resources", {}).items()
+        }
+        count = max(int(res.get(part, {}).pop(resources.GPU, 0)) for part in ("requests", "limits"))
+        names = [f"gpu-{c['name']}-{n}" for n in range(count)]
+        if names:
+            res["claims"] = [*res.get("claims", []), *({"name": n} for n in names)]
+            claims += [{"name": n, "resourceClaimTemplateName": template_name(GPU_CLASS)} for n in names]
+        c["resources"] = res
+        containers.append(c)
+    spec["containers"] = containers
+    if claims:
+        spec["resourceClaims"] = claims
+    return spec
+
+
+# --------------------------------------------------------------------------------------------
+# Day 2: a running stack keeps its model
+
+#: Stack output of DRA stacks (only there, so device-plugin stacks' outputs stay as they were).
+MODEL_OUTPUT: Final = "resourceModel"
+
+
+def model_switch_issues(cfg: StackConfig, last_mig_layouts: object, last_model: object) -> list[Issue]:
+    """A stack that has run before may not change its resource model in place.
+
+    GPUCluster "is supported only for greenfield (new) deployments. Migrating an existing
+    ClusterPolicy deployment to GPUCluster in place is not supported" (GPU Operator docs,
+    GPUCluster reference): switching would delete the ClusterPolicy (device plugin, MIG Manager)
+    under running GPU pods, and back again leave claims without their driver. Every stack exports
+    ``migLayouts``, so its presence means "has run"; DRA stacks also export :data:`MODEL_OUTPUT`.
+    """
+    if last_mig_layouts is None:
+        return []  # first run: greenfield
+    before = "dra" if last_model == "dra" else "devicePlugin"
+    now = cfg.gpu_operator.resource_model
+    if before == now:
+        return []
+    return [
+        Issue(
+            "gpuaas:gpuOperator.resourceModel",
+            f"{now}, but this stack's last run used {before}: a running cluster does not change its GPU resource "
+            "model in place (GPUCluster is greenfield only). Build the other model as a new stack on a new cluster "
+            "and move the teams over (README, 'Choosing a resource model'); or set it back to " + before,
+        )
+    ]
+
+
+def enforce_model(cfg: StackConfig, last_mig_layouts: object, last_model: object) -> bool:
+    """The shell of :func:`model_switch_issues`: a config-error text as ``pulumi.RunError``."""
+    import pulumi
+
+    issues = model_switch_issues(cfg, last_mig_layouts, last_model)
+    if issues:
+        raise pulumi.RunError(ConfigError(issues).render())
+    return True
