@@ -16,6 +16,7 @@ from components.config import StackConfig
 from components.loader import parse_config
 from components.resources import AKS_POOL_LABEL, GPU
 from e2e.kube import ApiError, Identity, Kube
+from e2e.plan_apply import planned_objects
 from tests.conftest import raw_stack
 from tests.e2e.conftest import AppliedStack, wait_until_refused
 
@@ -80,7 +81,9 @@ def test_a_gpu_or_rdma_pod_of_a_off_its_own_pool_is_refused(kube: Kube, a: str, 
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS)
-def test_nothing_a_member_writes_in_its_namespace_loosens_the_pool_guard(kube: Kube, a: str, b: str) -> None:
+def test_nothing_a_member_writes_in_its_namespace_loosens_the_pool_guard(
+    aks: AppliedStack, kube: Kube, a: str, b: str
+) -> None:
     """A member who rewrites (or creates) a ConfigMap of the guard's name to name B's pool gains nothing."""
     forged = {
         "apiVersion": "v1",
@@ -92,9 +95,21 @@ def test_nothing_a_member_writes_in_its_namespace_loosens_the_pool_guard(kube: K
         kube.apply(forged, manager="team-member", as_=member(a))
     except ApiError as e:
         assert e.status == 403  # may not even write it: fine too
-    err = _refused(kube, gpu_pod(a, pool=POOL[b]), member(a))
-    assert err.status == 403 and "InfiniBand pool" in err.message, err
-    kube.create(gpu_pod(a, pool=POOL[a]), as_=member(a), dry_run=True)
+    try:
+        err = _refused(kube, gpu_pod(a, pool=POOL[b]), member(a))
+        assert err.status == 403 and "InfiniBand pool" in err.message, err
+        kube.create(gpu_pod(a, pool=POOL[a]), as_=member(a), dry_run=True)
+    finally:
+        # Give the ConfigMap back to the plan: the member's manager lets go of its fields, ours retakes them.
+        kube.apply({k: forged[k] for k in ("apiVersion", "kind", "metadata")}, manager="team-member")
+        planned = next(
+            p.obj
+            for p in planned_objects(aks.run)
+            if p.obj["kind"] == "ConfigMap"
+            and p.obj["metadata"]["name"] == "gpuaas-scheduling"
+            and p.obj["metadata"].get("namespace") == a
+        )
+        kube.apply(planned, manager="gpuaas-plan")
 
 
 def test_a_pod_without_gpus_or_rdma_may_run_anywhere(kube: Kube) -> None:
