@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from components import resources
+from components import elastic, resources
 from components.config import StackConfig, Team
 from components.rules import capacity, team_requests
 
@@ -81,6 +81,9 @@ def quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
             "pods": str(q.pods),
         }
     )
+    if cfg.queues.elastic:
+        # Kueue does not read ResourceQuota: it must let through all Kueue can admit (borrowing).
+        hard.update(elastic.quota_ceilings(cfg, team))
     return dict(sorted(hard.items()))
 
 

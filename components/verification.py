@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,6 +46,7 @@ from components import k8s as kube
 from components.catalog import ND_SKUS
 from components.config import AksPartition, GpuPool, OnPremPartition, StackConfig
 from components.k8s import Manifest
+from components.queues import local_queue_name
 from components.resources import AKS_POOL_LABEL, GPU, rdma_shared_resource, sriov_resource
 from components.teams import nad_name
 
@@ -123,6 +124,8 @@ class Target:
     #: On AKS: the pool's node selector label value and its tolerations.
     pool: str | None = None
     tolerations: tuple[dict[str, str], ...] = field(default_factory=tuple)
+    #: The team's Kueue LocalQueue with elastic quotas (its GPU Jobs must name it), else None.
+    queue: str | None = None
 
     @property
     def vf_env(self) -> str | None:
@@ -173,12 +176,14 @@ def targets(cfg: StackConfig) -> list[Target]:
                     rdma_resource=sriov_resource(team.partition.pkey),
                     network=nad_name(team),
                     socket_ifname=socket_ifname(cfg),
+                    queue=local_queue_name(team) if cfg.queues.elastic else None,
                 )
             )
         elif aks is not None and isinstance(team.partition, AksPartition):
             pool = aks.pools_by_name.get(team.partition.node_pool)
             if pool is not None:  # an unknown pool is a config error reported by the rules
-                out.append(_pool_target(cfg, team.name, team.ns, "verify", pool))
+                target = _pool_target(cfg, team.name, team.ns, "verify", pool)
+                out.append(replace(target, queue=local_queue_name(team)) if cfg.queues.elastic else target)
     if aks is not None and cfg.verification.aks_pools:
         for pool in aks.gpu_pools:
             out.append(_pool_target(cfg, f"pool-{pool.name}", POOL_NAMESPACE, f"verify-{pool.name}", pool))
@@ -462,6 +467,8 @@ def _job(t: Target, role: str, pod: dict[str, Any], pair: str, digest: str, inde
         spec |= {"completionMode": "Indexed", "completions": indexed, "parallelism": indexed}
     meta = _meta(t, role)
     meta["annotations"] = {SKIP_AWAIT: "true"}
+    if t.queue is not None:  # Kueue admits it by unsuspending it (components/queue_admission.py)
+        meta["labels"]["kueue.x-k8s.io/queue-name"] = t.queue
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
