@@ -132,13 +132,23 @@ def _index(cfg: StackConfig, team: Team) -> int:
 
 
 def home_flavors(cfg: StackConfig, team: Team) -> dict[str, str | None]:
-    """Each GPU kind of the team's quota → the flavor holding its nominal (``None``: none offers it)."""
+    """Each GPU kind of the team's quota → the flavor holding its nominal (``None``: none offers it).
+
+    With ``queue.nodeGroups`` the first listed group that offers the kind, else the largest.
+    """
     caps = flavor_capacity(cfg)
     flavors = team_flavors(cfg, team)
     out: dict[str, str | None] = {}
     for res in sorted(team_requests(cfg, _index(cfg, team))):
-        if gpu_kind(res):
-            out[res] = next((f for f in flavors if res in caps[f]), None)
+        if not gpu_kind(res):
+            continue
+        offering = [f for f in flavors if res in caps[f]]
+        if team.queue.node_groups or not offering:
+            out[res] = offering[0] if offering else None
+        else:
+            # No preference given: the largest group offering the kind (ties: platform order), a
+            # choice of the fleet alone, so another team's config never moves this team's share.
+            out[res] = max(offering, key=lambda f: (caps[f][res], -offering.index(f)))
     return out
 
 
@@ -402,16 +412,19 @@ def _team(
                     "guaranteed)",
                 )
     flavors = team_flavors(cfg, t)
-    offered = {res for f in flavors for res in caps[f]}
+    fleet = {res for cap in caps.values() for res in cap}
     own = team_requests(cfg, i)
     for limit_key, limits in (("borrowingLimit", tq.borrowing_limit), ("lendingLimit", tq.lending_limit)):
         for key, res, n in _kind_resources(limits):
             where = _p(f"{base}.queue.{limit_key}", key)
-            if res not in offered:
+            if res.startswith("nvidia.com/mig-") and res not in fleet:
+                # A limit on a kind the team cannot use is harmless (the fleet may change under it),
+                # but a MIG profile no group offers at all is most likely a misspelt one.
+                offered = sorted(r.removeprefix("nvidia.com/mig-") for r in fleet if r.startswith("nvidia.com/mig-"))
                 yield Issue(
                     where,
-                    f"none of the team's node groups ({', '.join(flavors) or 'none'}) offers {res}; offered: "
-                    f"{', '.join(sorted(offered)) or '(none)'}",
+                    f"no node group offers MIG profile {res.removeprefix('nvidia.com/mig-')!r}; "
+                    f"offered: {', '.join(offered) or '(none)'}",
                 )
             elif limit_key == "lendingLimit" and n > own.get(res, 0):
                 yield Issue(
@@ -419,7 +432,6 @@ def _team(
                     f"{n} is above the team's quota of {own.get(res, 0)} {res} "
                     "(a team lends only what it is guaranteed)",
                 )
-    fleet = {res for cap in caps.values() for res in cap}
     for res, flavor in home_flavors(cfg, t).items():
         if flavor is not None:
             nominal[(flavor, res)].append((i, own[res]))

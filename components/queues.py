@@ -116,7 +116,12 @@ def resource_groups(cfg: StackConfig, team: Team) -> list[dict[str, Any]]:
                         "name": f,
                         "resources": [_resource(r, lines[f].get(r, zero)) for r in covered],
                     }
-                    for f in sorted(flavors, key=gpu.index)
+                    # Kueue tries flavors in order and stops where the workload fits, borrowing
+                    # included (flavorFungibility whenCanBorrow: MayStopSearch): the team's own
+                    # share first, then its order of preference.
+                    for f in sorted(
+                        flavors, key=lambda f: (not any(line.nominal for line in lines[f].values()), gpu.index(f))
+                    )
                 ],
             }
         )

@@ -126,10 +126,10 @@ CASES: list[tuple[str, str, list[Edit], str, list[Edit]]] = [
         [_queue("vision", nodeGroups=["h100-mig", "h100-full"])],
     ),
     (
-        "borrowing a MIG profile none of the team's groups offers",
+        "borrowing a MIG profile no node group offers (a typo)",
         "onprem",
-        [_queue("vision", borrowingLimit={"mig": {"2g.20gb": 2}})],
-        'gpuaas:teams[0].queue.borrowingLimit.mig["2g.20gb"]',
+        [_queue("vision", borrowingLimit={"mig": {"1g.10g": 2}})],
+        'gpuaas:teams[0].queue.borrowingLimit.mig["1g.10g"]',
         [_queue("vision", borrowingLimit={"mig": {"1g.10gb": 2}})],
     ),
     (

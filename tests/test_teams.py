@@ -157,8 +157,10 @@ def test_quota_names_every_extended_resource(cfg_of: Any) -> None:
             assert not any(k.startswith("limits.") and "/" in k for k in hard), "extended resources: requests only"
 
 
-def test_onprem_quota_values(cfg_of: Any) -> None:
-    cfg = cfg_of("onprem")
+def test_onprem_quota_values() -> None:
+    raw = raw_stack("onprem")
+    raw["queues"]["elastic"] = False  # hard quotas; the elastic ceilings: tests/test_elastic.py
+    cfg = parse_config(raw)
     research = next(t for t in cfg.teams if t.name == "research")
     hard = quotas.quota_hard(cfg, research)
     assert hard["requests.nvidia.com/mig-4g.40gb"] == "4"
