@@ -21,11 +21,36 @@ Multus treats the annotation as JSON when it contains any of ``[{"`` (multus-cni
 pkg/k8sclient ``parsePodNetworkAnnotation``); :data:`IS_JSON` mirrors that. :func:`networks_violations`
 is a Python mirror of the same expressions, built from the same regular expressions, for tests.
 
+**Networks stay as admitted** (every platform): Multus reads the annotations whenever it sets up
+the pod's sandbox (multus-cni v4.3.0 ``pkg/multus/multus.go``), which happens again after a node
+reboot or a sandbox loss, so a value changed after CREATE would be used without ever passing the
+checks above (ib-sriov-cni takes the VF GUID from ``cni-args``, ``getGUIDFromConf``). A second
+policy refuses any UPDATE of a team pod (``pods`` and ``pods/status``: annotations can be written
+through either) that adds, removes or changes the networks or default-network annotation. It is
+a policy of its own, not more checks on the first, so that a later, stricter CREATE check never
+blocks the status updates of pods admitted before it (kubelet and Multus update ``pods/status``).
+
+**Partitions** (on-prem): a pod may request a partition resource (``nvidia.com/sriov*``, in any
+container list, requests or limits) only if it is its own namespace's, named by the namespace
+label :data:`components.teams.PARTITION_LABEL`. This is what keeps a team off another team's VF
+pool; quotas list only the team's own partition resource, so adding a team changes no other
+team's objects (:mod:`components.quotas`). The binding matches every namespace: a namespace without
+the label (no team, or a team without a partition) may request none.
+
 **Node pool** (AKS): a team's partition is its ND pool, so a team pod that requests a GPU or RDMA
-resource must select that pool (``nodeSelector`` ``kubernetes.azure.com/agentpool=<pool>``, or a required node affinity
-pinning that label ``In [<pool>]`` in every term, as the verification Jobs do). One policy
-with ``paramKind: ConfigMap``; its binding reads each namespace's ``gpuaas-scheduling`` ConfigMap
-(:func:`components.teams.scheduling_config_map`) as the parameter.
+resource in any container (``containers``, ``initContainers`` — native sidecars included — and
+``ephemeralContainers``) must select that pool (``nodeSelector``
+``kubernetes.azure.com/agentpool=<pool>``, or a required node affinity pinning that label ``In
+[<pool>]`` in every term, as the verification Jobs do). The pool comes from the namespace's own
+:data:`components.teams.POOL_LABEL` (``namespaceObject``), never from a parameter object: a
+``paramRef`` without a namespace reads the pod's namespace, where the team may edit ConfigMaps.
+Namespaces are written by the platform only (the team role has no verb on them), and the label is
+what the binding selects on already: one source, no parameter to keep elsewhere.
+
+Every expression is valid CEL for admissionregistration.k8s.io/v1 on Kubernetes 1.34: ``has()``
+guards instead of optional types, and no list concatenation across element types (each container
+list is checked on its own: ``Container`` and ``EphemeralContainer`` are different types to the
+type checker).
 """
 
 from __future__ import annotations
@@ -39,12 +64,15 @@ import pulumi
 from components import k8s as kube
 from components.config import StackConfig
 from components.k8s import Manifest
-from components.teams import PART_OF, POOL_LABEL, SCHEDULING, TEAM_LABEL
+from components.resources import SRIOV_PREFIX
+from components.teams import AKS_POOL_LABEL, PART_OF, PARTITION_LABEL, POOL_LABEL, TEAM_LABEL
 
 NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
 DEFAULT_NETWORK_ANNOTATION: Final = "v1.multus-cni.io/default-network"
 NETWORKS_POLICY: Final = "gpuaas-team-networks"
 POOL_POLICY: Final = "gpuaas-team-node-pool"
+NETWORKS_IMMUTABLE_POLICY: Final = "gpuaas-team-networks-immutable"
+PARTITION_POLICY: Final = "gpuaas-team-partition"
 
 #: Network-selection element keys a tenant may use (nad-client NetworkSelectionElement subset).
 ALLOWED_KEYS: Final = ("name", "namespace", "interface", "ips", "mac", "default-route")
@@ -168,48 +196,212 @@ def networks_binding() -> Manifest:
     return _binding(NETWORKS_POLICY, matchResources={"namespaceSelector": _team_namespaces()})
 
 
-_ACCEL = "r.startsWith('nvidia.com/') || r.startsWith('rdma/')"
-WANTS_ACCELERATOR: Final = (
-    "object.spec.containers.exists(c, has(c.resources) && ("
-    f"(has(c.resources.requests) && c.resources.requests.exists(r, {_ACCEL})) || "
-    f"(has(c.resources.limits) && c.resources.limits.exists(r, {_ACCEL}))))"
+# --------------------------------------------------------------------------------------------
+# Networks stay as admitted (UPDATE)
+
+#: The annotations Multus reads at every sandbox set-up; neither may change after CREATE.
+IMMUTABLE_ANNOTATIONS: Final = (
+    ("networks-unchanged", NETWORKS_ANNOTATION),
+    ("default-network-unchanged", DEFAULT_NETWORK_ANNOTATION),
 )
+
+
+def _has_annotation(obj: str, key: str) -> str:
+    return f"(has({obj}.metadata.annotations) && '{key}' in {obj}.metadata.annotations)"
+
+
+def _unchanged(key: str) -> str:
+    """CEL: ``key`` is on both objects with one value, or on neither."""
+    new, old = _has_annotation("object", key), _has_annotation("oldObject", key)
+    same = f"object.metadata.annotations['{key}'] == oldObject.metadata.annotations['{key}']"
+    return f"{new} == {old} && (!{new} || {same})"
+
+
+#: (name, CEL expression that must be true, message) — the UPDATE policy's validations.
+IMMUTABLE_CHECKS: Final[tuple[tuple[str, str, str], ...]] = tuple(
+    (
+        name,
+        _unchanged(key),
+        f"{key} cannot be added, changed or removed after the pod is created: Multus reads it again at every "
+        "sandbox set-up; delete the pod and create it with the networks it needs",
+    )
+    for name, key in IMMUTABLE_ANNOTATIONS
+)
+
+
+def networks_update_violations(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    """Python mirror of :data:`IMMUTABLE_CHECKS`: the names of the checks an UPDATE would fail."""
+    return [name for name, key in IMMUTABLE_ANNOTATIONS if (key in old, old.get(key)) != (key in new, new.get(key))]
+
+
+def networks_immutable_policy() -> Manifest:
+    """UPDATE of a team pod (or its status) may not touch the network annotations."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": NETWORKS_IMMUTABLE_POLICY, "labels": dict(PART_OF)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": _team_namespaces(),
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["UPDATE"],
+                        "resources": ["pods", "pods/status"],
+                    }
+                ],
+            },
+            "validations": [
+                {"expression": expr, "message": msg, "reason": "Forbidden"} for _name, expr, msg in IMMUTABLE_CHECKS
+            ],
+        },
+    }
+
+
+def networks_immutable_binding() -> Manifest:
+    return _binding(NETWORKS_IMMUTABLE_POLICY, matchResources={"namespaceSelector": _team_namespaces()})
+
+
+# --------------------------------------------------------------------------------------------
+# Resources per container list
+
+#: Every container list of a PodSpec. Ephemeral containers may not set resources (API validation),
+#: but are checked anyway so the guard does not rest on that. Pod-level ``spec.resources`` allows
+#: cpu and memory only (PodLevelResources), so no extended resource can hide there.
+CONTAINER_LISTS: Final = ("containers", "initContainers", "ephemeralContainers")
+
+
+def _every_resource(pred: str) -> str:
+    """CEL: ``pred`` (over a resource name ``r``) holds for every request and limit of every container."""
+    per_container = (
+        "!has(c.resources) || ("
+        f"(!has(c.resources.requests) || c.resources.requests.all(r, {pred})) && "
+        f"(!has(c.resources.limits) || c.resources.limits.all(r, {pred})))"
+    )
+    return " && ".join(
+        f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {per_container}))" for field in CONTAINER_LISTS
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Partitions (on-prem)
+
+#: Every partition resource starts so (components/resources.py ``sriov_resource``); any other
+#: resource under it is refused as well, the safe side.
+PARTITION_RESOURCE_PREFIX: Final = f"{SRIOV_PREFIX}/sriov"
+OWN_PARTITION_VAR: Final = (
+    f"has(namespaceObject.metadata.labels) && '{PARTITION_LABEL}' in namespaceObject.metadata.labels"
+    f" ? '{SRIOV_PREFIX}/' + namespaceObject.metadata.labels['{PARTITION_LABEL}'] : ''"
+)
+OWN_PARTITION_ONLY: Final = _every_resource(
+    f"!r.startsWith('{PARTITION_RESOURCE_PREFIX}') || r == variables.ownPartition"
+)
+
+
+def partition_resource_violations(pod_spec: dict[str, Any], own: str | None) -> list[str]:
+    """Python mirror of :data:`OWN_PARTITION_ONLY`: the foreign partition resources a pod asks for."""
+    found: set[str] = set()
+    for field in CONTAINER_LISTS:
+        for c in pod_spec.get(field) or []:
+            for kind in ("requests", "limits"):
+                for r in (c.get("resources") or {}).get(kind) or {}:
+                    if r.startswith(PARTITION_RESOURCE_PREFIX) and r != own:
+                        found.add(r)
+    return sorted(found)
+
+
+def partition_policy() -> Manifest:
+    """A pod may request only its own namespace's partition resource among ``nvidia.com/sriov*``."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": PARTITION_POLICY, "labels": dict(PART_OF)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+                ],
+            },
+            # The resource walk is a variable, as in the pool policy: the 1.34 type checker
+            # (kube-controller-manager's validatingadmissionpolicy-status controller) reports
+            # "undefined field 'requests'" for a container's resources in a validation although
+            # the API server evaluates it correctly (checked on a v1.34.4 API server).
+            "variables": [
+                {"name": "ownPartition", "expression": OWN_PARTITION_VAR},
+                {"name": "ownPartitionOnly", "expression": OWN_PARTITION_ONLY},
+            ],
+            "validations": [
+                {
+                    "expression": "variables.ownPartitionOnly",
+                    "messageExpression": (
+                        f"'pods in this namespace may request no {PARTITION_RESOURCE_PREFIX}* resource but ' + "
+                        "(variables.ownPartition == '' ? 'none (the namespace has no InfiniBand partition)' : "
+                        "variables.ownPartition + ' (the VF pool of its own partition)')"
+                    ),
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+
+
+def partition_binding() -> Manifest:
+    """Every namespace: a partition's VFs are for its team's namespace alone."""
+    return _binding(PARTITION_POLICY)
+
+
+# --------------------------------------------------------------------------------------------
+# Node pool (AKS)
+
+_ACCEL = "r.startsWith('nvidia.com/') || r.startsWith('rdma/')"
+WANTS_ACCELERATOR: Final = "!(" + _every_resource(f"!({_ACCEL})") + ")"
+#: The team's pool: its namespace's label (the binding only matches namespaces that have it).
+POOL_VAR: Final = f"namespaceObject.metadata.labels['{POOL_LABEL}']"
+_KEY = f"'{AKS_POOL_LABEL}'"
 #: nodeSelector ``key=pool``, or a required node affinity every term of which pins ``key In [pool]``.
 SELECTS_POOL: Final = (
-    "(has(object.spec.nodeSelector) && params.data.nodeSelectorKey in object.spec.nodeSelector && "
-    "object.spec.nodeSelector[params.data.nodeSelectorKey] == params.data.nodeSelectorValue) || "
+    f"(has(object.spec.nodeSelector) && {_KEY} in object.spec.nodeSelector && "
+    f"object.spec.nodeSelector[{_KEY}] == variables.pool) || "
     "(has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && "
     "has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && "
     "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.size() > 0 && "
     "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.all(t, "
-    "has(t.matchExpressions) && t.matchExpressions.exists(e, e.key == params.data.nodeSelectorKey && "
+    f"has(t.matchExpressions) && t.matchExpressions.exists(e, e.key == {_KEY} && "
     "e.operator == 'In' && has(e.values) && e.values.size() > 0 && "
-    "e.values.all(v, v == params.data.nodeSelectorValue))))"
+    "e.values.all(v, v == variables.pool))))"
 )
 
 
 def pool_policy() -> Manifest:
-    """AKS: GPU/RDMA pods of a team must select the team's ND pool (its IB partition)."""
+    """AKS: GPU/RDMA pods of a team must select the team's ND pool (its IB partition).
+
+    CREATE only: a pod's node selector and affinity cannot be loosened later (only a pod with
+    scheduling gates may add to them), and extended resources cannot be resized in place.
+    """
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": POOL_POLICY, "labels": dict(PART_OF)},
         "spec": {
             "failurePolicy": "Fail",
-            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
             "matchConstraints": {
                 "resourceRules": [
                     {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
                 ],
             },
-            "variables": [{"name": "wantsAccelerator", "expression": WANTS_ACCELERATOR}],
+            "variables": [
+                {"name": "wantsAccelerator", "expression": WANTS_ACCELERATOR},
+                {"name": "pool", "expression": POOL_VAR},
+            ],
             "validations": [
                 {
                     "expression": f"!variables.wantsAccelerator || ({SELECTS_POOL})",
                     "messageExpression": (
-                        "'GPU/RDMA pods of this team run on its InfiniBand pool: select it with nodeSelector ' + "
-                        "params.data.nodeSelectorKey + '=' + params.data.nodeSelectorValue + "
-                        f"' (see ConfigMap {SCHEDULING})'"
+                        "'GPU/RDMA pods of this team run on its InfiniBand pool: select it with nodeSelector "
+                        f"{AKS_POOL_LABEL}=' + variables.pool"
                     ),
                     "reason": "Forbidden",
                 }
@@ -221,14 +413,20 @@ def pool_policy() -> Manifest:
 def pool_binding() -> Manifest:
     return _binding(
         POOL_POLICY,
-        paramRef={"name": SCHEDULING, "parameterNotFoundAction": "Deny"},
         matchResources={"namespaceSelector": _team_namespaces({"key": POOL_LABEL, "operator": "Exists"})},
     )
 
 
 def admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
-    """Every admission object by role: the network guard, and on AKS the pool guard."""
-    out = {"networks-policy": networks_policy(), "networks-binding": networks_binding()}
+    """Every admission object by role: the network guards, on-prem the partition guard, on AKS the pool guard."""
+    out = {
+        "networks-policy": networks_policy(),
+        "networks-binding": networks_binding(),
+        "networks-immutable-policy": networks_immutable_policy(),
+        "networks-immutable-binding": networks_immutable_binding(),
+    }
+    if cfg.onprem is not None:
+        out.update({"partition-policy": partition_policy(), "partition-binding": partition_binding()})
     if cfg.aks is not None:
         out.update({"pool-policy": pool_policy(), "pool-binding": pool_binding()})
     return out

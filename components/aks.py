@@ -24,6 +24,7 @@ from components import mig_guard
 from components.catalog import ND_SKUS
 from components.config import AksPlatform, GpuPool, StackConfig
 from components.onprem_nodes import pool_labels
+from components.rules import group_capacity
 
 #: Azure registers the feature under this provider namespace (azure-aks-docs use-amd-gpus.md;
 #: Azure/aks-rdma-infiniband getting-started/02-prerequisites.md).
@@ -59,6 +60,48 @@ def node_labels(cfg: StackConfig, pool: GpuPool) -> dict[str, str]:
     return {**pool.labels, **pool_labels(cfg, pool)}
 
 
+#: VMSS tag prefix the cluster autoscaler reads for an empty scale set's template node
+#: (kubernetes/autoscaler cluster-autoscaler/cloudprovider/azure/README.md, "Resources";
+#: azure_template.go ``nodeResourcesTagName``). Azure tag names cannot hold ``/``, so the
+#: autoscaler turns every ``_`` (and ``~2``) after the prefix into ``/``
+#: (``extractAllocatableResourcesFromScaleSet``): a resource name with ``_`` cannot be written.
+NODE_TEMPLATE_RESOURCES_TAG: Final = "k8s.io_cluster-autoscaler_node-template_resources_"
+
+
+def node_resources(cfg: StackConfig, pool: GpuPool) -> dict[str, int]:
+    """Extended resources one node of ``pool`` offers once its operators run, by name.
+
+    GPUs as the pool's sharing makes them (whole, MIG instances or time-sliced shares; the same
+    arithmetic as the quota check, :func:`components.rules.group_capacity`, per node), and the
+    RDMA shared device's ``rdmaHcaMax`` slots when the plugin runs.
+    """
+    per_pool = group_capacity(cfg, pool.name, pool, pool.gpu_model)
+    out = {name: n // pool.max_count for name, n in per_pool.items()}
+    if cfg.network.rdma_shared_device_plugin != "none":
+        prefix, name = cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name
+        out[f"{prefix}/{name}"] = cfg.network.rdma_hca_max
+    return dict(sorted(out.items()))
+
+
+def autoscaler_tags(cfg: StackConfig, pool: GpuPool) -> dict[str, str]:
+    """Node-template tags so the cluster autoscaler scales an empty pool up for GPU/RDMA pods.
+
+    With no node in the pool the autoscaler builds a template node from the VM size and the
+    scale set's tags; it knows the SKU's ``nvidia.com/gpu`` count but not what the device
+    plugins will advertise (``rdma/<name>``, MIG instances, shares), so a pod asking for those
+    never fits the template and the pool stays at zero (Azure/AKS#2832 is the same for GPUs).
+    AgentPool tags are put on the pool's VMSS; with ``existingCluster`` gpuaas creates no pool, so
+    add them yourself (``az aks nodepool update --tags``). A resource whose name has ``_`` is left out: it
+    cannot be written (see :data:`NODE_TEMPLATE_RESOURCES_TAG`); rules refuse it for pools that
+    scale from zero.
+    """
+    return {
+        NODE_TEMPLATE_RESOURCES_TAG + name.replace("/", "_"): str(n)
+        for name, n in node_resources(cfg, pool).items()
+        if "_" not in name
+    }
+
+
 def agent_pool_args(cfg: StackConfig, pool: GpuPool) -> dict[str, Any]:
     """Arguments of ``containerservice.AgentPool`` for one GPU pool (all but the cluster and group names).
 
@@ -70,6 +113,8 @@ def agent_pool_args(cfg: StackConfig, pool: GpuPool) -> dict[str, Any]:
     - ``count=min_count``: Azure requires ``count`` even with the autoscaler on
       (pulumi/pulumi-azure-native#2943); the shell ignores later changes to it.
     - ``orchestrator_version`` follows the cluster so an upgrade moves the pool with it.
+    - ``tags``: the cluster autoscaler's node template (:func:`autoscaler_tags`), so a pool at
+      ``minCount: 0`` scales up for the pods that ask for its RDMA and GPU resources.
     """
     return {
         "agent_pool_name": pool.name,
@@ -86,6 +131,7 @@ def agent_pool_args(cfg: StackConfig, pool: GpuPool) -> dict[str, Any]:
         "node_taints": list(pool.taints),
         "node_labels": node_labels(cfg, pool),
         "gpu_profile": {"driver": "None"},
+        "tags": autoscaler_tags(cfg, pool),
     }
 
 

@@ -19,9 +19,11 @@ from components.catalog import GPU_MODELS, ND_SKUS
 from components.types import (
     AksPoolName,
     ChartVersion,
+    CronSchedule,
     DnsLabel,
     DnsSubdomain,
     Guid,
+    ImageDigest,
     ImageTag,
     NonNegativeInt,
     PKey,
@@ -63,7 +65,10 @@ class Versions(Model):
     opensm_image: str = versions.OPENSM_IMAGE
     opensm: ImageTag = versions.OPENSM
     perftest_image: str = versions.PERFTEST_IMAGE
-    perftest: ImageTag = versions.PERFTEST
+    #: A pinned tag of ``perftestImage``; unset where the digest pins it (upstream tags only ``latest``).
+    perftest: ImageTag | None = versions.PERFTEST
+    #: ``sha256:…``; wins over the tag when both are set (the runtime pulls by digest).
+    perftest_digest: ImageDigest | None = versions.PERFTEST_DIGEST
     pytorch_image: str = versions.PYTORCH_IMAGE
     pytorch: ImageTag = versions.PYTORCH
     #: GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default.
@@ -310,14 +315,21 @@ class Network(Model):
     """NVIDIA Network Operator and the NicClusterPolicy."""
 
     namespace: DnsLabel = "nvidia-network-operator"
-    #: The Network Operator's NFD labels Mellanox nodes; the AKS guide turns its rules off.
+    #: The Network Operator chart's NodeFeatureRule (vendor 15b3, class Ethernet or InfiniBand) that
+    #: labels Mellanox nodes ``feature.node.kubernetes.io/pci-15b3.present``; the AKS guide turns it off.
     deploy_node_feature_rules: bool = True
+    #: gpuaas's own NodeFeatureRule in place of the chart's when ``deployNodeFeatureRules`` is off:
+    #: InfiniBand devices only (AKS: the IB VFs, as Azure/aks-rdma-infiniband's; on-prem: IB class).
+    node_feature_rule: bool = True
     #: ``host``: DOCA-OFED preinstalled on the nodes; ``container``: the operator's doca-driver.
     ofed_driver: Literal["host", "container"] = "host"
     #: Where the RDMA shared device plugin comes from; one source per cluster, never both.
     rdma_shared_device_plugin: Literal["nic-cluster-policy", "standalone", "none"] = "nic-cluster-policy"
     rdma_resource_prefix: str = "rdma"
-    rdma_resource_name: str = "hca_shared_devices_a"
+    #: Letters and digits only: the plugin allows ``[A-Za-z0-9_]`` (k8s-rdma-shared-dev-plugin
+    #: ``validResourceName``), and the cluster autoscaler reads every ``_`` of a node-template tag
+    #: as ``/`` (components/aks.py), so ``hca_shared_devices_a`` cannot scale an AKS pool from zero.
+    rdma_resource_name: str = "hcashared"
     rdma_hca_max: PositiveInt = 1000
     #: Node selector of the RDMA node DaemonSets (ib-node-config, SR-IOV host config).
     node_selector: dict[str, str] = Field(
@@ -505,6 +517,25 @@ class QuotaPolicy(Model):
     allow_oversubscription: bool = False
 
 
+class IsolationPair(Model):
+    """One negative probe: ``client``'s pod tries an RDMA write into ``server``'s partition and must fail.
+
+    Each is a verification target key: a team name, or ``pool-<pool>`` for the per-pool proofs.
+    """
+
+    client: str
+    server: str
+
+
+class BurnIn(Model):
+    """A recurring NCCL proof per target and node group, at a priority every team workload preempts."""
+
+    enabled: bool = False
+    schedule: CronSchedule = "30 3 * * *"
+    #: Of the ``gpuaas-burn-in`` PriorityClass: below every team pod (0 without a class).
+    priority: Annotated[int, Field(ge=-1_000_000, le=-1)] = -1000
+
+
 class Verification(Model):
     """Thresholds of the verification workloads (fractions of the catalog's line rate)."""
 
@@ -512,6 +543,9 @@ class Verification(Model):
     nccl_gdr_min_fraction: Annotated[float, Field(gt=0, le=1)] = 0.85
     #: Also run the NCCL proof on every AKS GPU pool.
     aks_pools: bool = False
+    #: Negative isolation probes. Unset: each target against the next other partition by name; ``[]``: none.
+    isolation_pairs: list[IsolationPair] | None = None
+    burn_in: BurnIn = BurnIn()
 
 
 class StackConfig(Model):

@@ -230,7 +230,7 @@ def lendable(line: Line) -> Decimal:
 def quota_ceilings(cfg: StackConfig, team: Team) -> dict[str, str]:
     """``spec.hard`` entries that replace the team's hard quota: nominal + borrowable per resource.
 
-    ``requests.cpu``/``requests.memory``/``limits.memory`` and every GPU kind the team's queue
+    ``requests.cpu``/``requests.memory`` and every GPU kind the team's queue
     covers; the partition resource keeps its plain quota (it is never borrowed).
     """
     total: dict[str, Decimal] = defaultdict(Decimal)
@@ -246,7 +246,7 @@ def quota_ceilings(cfg: StackConfig, team: Team) -> dict[str, str]:
             )
         elif res == MEMORY:
             text = team.quota.memory if value == parse_quantity(team.quota.memory) else format_quantity(value, MEMORY)
-            out["requests.memory"] = out["limits.memory"] = text
+            out["requests.memory"] = text
         elif gpu_kind(res):
             out[f"requests.{res}"] = format_quantity(value, res)
     return out

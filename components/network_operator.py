@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components import k8s as kube
+from components import resources
 from components.config import Network, StackConfig
 from components.k8s import Manifest
 from components.resources import PART_OF, pod_security_labels
@@ -42,6 +43,53 @@ def namespace(cfg: StackConfig) -> Manifest:
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {"name": cfg.network.namespace, "labels": {**PART_OF, **POD_SECURITY_LABELS}},
+    }
+
+
+#: The label the operator's DOCA driver DaemonSet requires on top of the policy's nodeAffinity.
+MELLANOX_LABEL: Final = resources.MELLANOX_LABEL
+MELLANOX_VENDOR: Final = "15b3"
+#: PCI device ids of the InfiniBand VFs on Azure ND VMs: ConnectX-6 VF (101c, ND A100 v4) and
+#: ConnectX-7 VF (101e, ND H100/H200 v5) — Azure/aks-rdma-infiniband
+#: tests/setup-infra/network-operator-nfd.yaml. Not the chart's "vendor 15b3" alone: every Azure VM
+#: with Accelerated Networking has a Mellanox Ethernet VF (ConnectX-4 Lx/5, class 0200), so the chart's
+#: rule would label the System pool too and schedule the DOCA driver there; the guide turns it off.
+AZURE_IB_VF_DEVICES: Final = ("101c", "101e")
+#: PCI class of an InfiniBand controller (the chart's rule lists it beside Ethernet's 0200).
+INFINIBAND_CLASS: Final = "0207"
+NODE_FEATURE_RULE: Final = "gpuaas-mellanox-infiniband"
+
+
+def node_feature_rule(cfg: StackConfig) -> Manifest | None:
+    """gpuaas's NodeFeatureRule labelling InfiniBand nodes, or ``None`` where the chart's rule runs.
+
+    The DOCA driver DaemonSet selects on :data:`MELLANOX_LABEL` whatever the policy's nodeAffinity
+    says; without the chart's rule and without this one no node has it, the driver is never
+    scheduled, and the policy still reports ready (a state with no pods is ready). The rule is
+    applied before the NicClusterPolicy. ``None`` with the chart's rules on, or when turned off
+    (components/rules.py then checks that nothing needs the label).
+    """
+    net = cfg.network
+    if net.deploy_node_feature_rules or not net.node_feature_rule:
+        return None
+    match: dict[str, Any] = {"vendor": {"op": "In", "value": [MELLANOX_VENDOR]}}
+    if cfg.aks is not None:
+        match["device"] = {"op": "In", "value": list(AZURE_IB_VF_DEVICES)}
+    else:
+        match["class"] = {"op": "In", "value": [INFINIBAND_CLASS]}
+    return {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeatureRule",
+        "metadata": {"name": NODE_FEATURE_RULE, "labels": dict(PART_OF)},
+        "spec": {
+            "rules": [
+                {
+                    "name": "gpuaas: Mellanox InfiniBand devices",
+                    "labels": {MELLANOX_LABEL: "true"},
+                    "matchFeatures": [{"feature": "pci.device", "matchExpressions": match}],
+                }
+            ]
+        },
     }
 
 

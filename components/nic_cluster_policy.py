@@ -37,11 +37,11 @@ from typing import Any
 import pulumi
 
 from components import k8s as kube
-from components import multus
+from components import multus, multus_kubeconfig
 from components import rdma_shared_device_plugin as rdma
 from components.config import StackConfig
 from components.k8s import Manifest
-from components.network_operator import NetworkArgs, node_affinity, tolerations
+from components.network_operator import NetworkArgs, node_affinity, node_feature_rule, tolerations
 from components.resources import PART_OF, SRIOV_PREFIX, sriov_resource_name
 from components.rules import sriov_partitions
 from components.types import full_member_pkey
@@ -201,7 +201,9 @@ def ib_sriov_cni_daemonset(cfg: StackConfig) -> Manifest:
 
 
 class NicClusterPolicy(pulumi.ComponentResource):
-    """The NicClusterPolicy (``policy``, ready-awaited) and, on-prem, the ib-sriov CNI installer.
+    """The NicClusterPolicy (``policy``, ready-awaited), before it gpuaas's NodeFeatureRule where
+    the chart's is off, and on-prem the ib-sriov CNI installer and Multus' kubeconfig refresher
+    (:mod:`components.multus_kubeconfig`).
 
     ``args.after`` should hold the Network Operator release: the policy's CRD comes with it.
     Later steps (GPU Operator, ib-node-config) depend on ``policy``.
@@ -209,14 +211,27 @@ class NicClusterPolicy(pulumi.ComponentResource):
 
     policy: pulumi.CustomResource
     ib_sriov_cni: pulumi.CustomResource | None
+    #: gpuaas's NodeFeatureRule where the chart's is off; the policy waits for it.
+    node_feature_rule: pulumi.CustomResource | None
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:NicClusterPolicy", name, None, opts)
         cfg = args.cfg
-        self.policy = kube.apply(f"{name}-policy", nic_cluster_policy(cfg), kube.child(self, [*args.after]))
+        rule = node_feature_rule(cfg)
+        # The rule's CRD comes with the release (NFD subchart); the policy after the rule, so the
+        # DOCA driver's nodes are labelled by the time the operator renders its DaemonSet.
+        self.node_feature_rule = (
+            kube.apply(f"{name}-node-feature-rule", rule, kube.child(self, [*args.after])) if rule else None
+        )
+        before = [self.node_feature_rule] if self.node_feature_rule is not None else []
+        self.policy = kube.apply(f"{name}-policy", nic_cluster_policy(cfg), kube.child(self, [*args.after, *before]))
         self.ib_sriov_cni = None
         if cfg.onprem is not None:
             self.ib_sriov_cni = kube.apply(
                 f"{name}-ib-sriov-cni", ib_sriov_cni_daemonset(cfg), kube.child(self, [*args.after])
             )
+        # After the policy: the operator creates the ``multus`` ServiceAccount the refresher runs as.
+        refresher = multus_kubeconfig.refresher(cfg)
+        if refresher is not None:
+            kube.apply(f"{name}-multus-kubeconfig", refresher, kube.child(self, [self.policy]))
         self.register_outputs({"policy": NAME})

@@ -71,9 +71,22 @@ def dump(obj: Any) -> str:
     return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120, allow_unicode=True)
 
 
+def integral(value: Any) -> Any:
+    """Whole-number floats back to ints: Pulumi's wire format (protobuf ``Struct``) carries every
+    number as a double, and the Kubernetes provider sends integral ones as integers, which the API
+    needs (``weight: 100.0`` is refused: "cannot unmarshal number 100.0 into ... int32")."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integral(v) for v in value]
+    return value
+
+
 def manifest(record: Record) -> dict[str, Any]:
     """A Kubernetes record's inputs as the object the API server would receive."""
-    inputs = dict(record.inputs)
+    inputs = integral(dict(record.inputs))
     if record.type.endswith("Patch") and "kind" not in inputs:
         inputs["kind"] = record.type.rsplit(":", 1)[1].removesuffix("Patch")
     return _ordered(inputs)

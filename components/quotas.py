@@ -1,18 +1,27 @@
-"""Per-team ResourceQuota and LimitRange: what a team may use, and a hard zero for the rest.
+"""Per-team ResourceQuota and LimitRange: what a team may use, and a hard zero for the platform's rest.
 
 Extended resources are quota'd only as ``requests.<name>`` and cannot be overcommitted
 (kubernetes.io, "Resource Quotas" → "Resource quota for extended resources"). A namespace whose
 quota does not name a resource may use any amount of it, so each team's quota names every
-extended resource of the platform: its own share (:func:`components.rules.team_requests`) and an
-explicit ``"0"`` for every other GPU, MIG profile, time-sliced share, RDMA shared device and —
-above all — every other team's SR-IOV partition resource. Without that zero a pod could request
-``nvidia.com/sriov8002`` from another namespace and land a VF in team 2's partition.
+platform-wide extended resource — every GPU, MIG profile, time-sliced share, the RDMA shared
+device — with the team's share (:func:`components.rules.team_requests`) or an explicit ``"0"``,
+and its own partition's SR-IOV resource.
 
-Consequence, by design: adding or removing a team adds or removes one ``requests.<its
-sriov resource>: "0"`` line in every other on-prem team's quota, and nothing else of theirs.
+Other teams' partition resources are *not* listed: the partition admission policy
+(:mod:`components.admission`, ``gpuaas-team-partition``) refuses any ``nvidia.com/sriov*`` request
+but the namespace's own, in every namespace. So the set a quota names depends on the platform and
+the team alone, and adding or removing a team leaves every other team's objects byte-identical.
+(Until 2026-12 each quota listed a ``"0"`` for every other team's partition; that made every team
+addition touch every team.)
 
-Once a quota caps ``requests.cpu``/``requests.memory``/``limits.memory``, every container must state
-them; the LimitRange supplies defaults so plain pods still start (same docs page).
+Once a quota caps ``requests.cpu``/``requests.memory``, every container must state those requests;
+the LimitRange supplies them where a pod states nothing (same docs page). It supplies no default
+*limit*: LimitRanger applies a default limit to a container that has a request but no limit, and
+the API then refuses the pod when the request is above it ("must be less than or equal to memory
+limit"; kubernetes plugin/pkg/admission/limitranger/admission.go, ``mergeContainerResources``), so a
+2Gi default limit refused every GPU pod asking for more memory with requests only. For the same
+reason the quota has no ``limits.memory``: a quota on a limit makes every pod state that limit.
+Memory limits are the workload's choice; the scheduler places by requests, which the quota caps.
 """
 
 from __future__ import annotations
@@ -20,10 +29,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from components import elastic, resources
-from components.config import StackConfig, Team
+from components.config import OnPremPartition, StackConfig, Team
 from components.rules import capacity, team_requests
 
-#: Container defaults where a pod states nothing: one core, memory request = limit.
+#: Container requests where a pod states none: one core, 2Gi. No default limits (see above).
 DEFAULT_CPU_REQUEST: Final = "1"
 DEFAULT_MEMORY: Final = "2Gi"
 
@@ -53,16 +62,26 @@ def extended_resources(cfg: StackConfig) -> frozenset[str]:
 def _extended_resources(cfg: StackConfig) -> set[str]:
     """Every extended resource a pod could request on this platform.
 
-    The fleet's capacity (GPUs, MIG profiles, time-sliced shares, the RDMA shared device, one
-    SR-IOV pool per on-prem partition), whole and shared GPUs even where no node offers them yet,
-    and whatever a team quota names.
+    The fleet's capacity (GPUs, MIG profiles, time-sliced shares, the RDMA shared device), whole
+    and shared GPUs even where no node offers them yet — but no partition resource: those belong
+    to one team each and are guarded by admission. Nothing here depends on the list of teams.
     """
-    names = set(capacity(cfg)) | {resources.GPU, resources.GPU_SHARED}
+    names = {r for r in capacity(cfg) if not is_partition_resource(r)} | {resources.GPU, resources.GPU_SHARED}
     if cfg.network.rdma_shared_device_plugin != "none":
         names.add(resources.rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name))
-    for i in range(len(cfg.teams)):
-        names |= set(team_requests(cfg, i))
     return names
+
+
+def is_partition_resource(name: str) -> bool:
+    """An SR-IOV partition resource (``nvidia.com/sriov8001``), one team's alone."""
+    return name.startswith(f"{resources.SRIOV_PREFIX}/sriov")
+
+
+def own_partition_resource(team: Team) -> str | None:
+    """The team's own partition resource on-prem, ``None`` without an on-prem partition."""
+    if isinstance(team.partition, OnPremPartition):
+        return resources.sriov_resource(team.partition.pkey)
+    return None
 
 
 def quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
@@ -70,17 +89,12 @@ def quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
     own = team_requests(cfg, _index(cfg, team))
     q = team.quota
     hard: dict[str, str] = {f"requests.{res}": "0" for res in extended_resources(cfg)}
+    partition = own_partition_resource(team) if cfg.onprem is not None else None
+    if partition is not None:
+        hard[f"requests.{partition}"] = "0"
     hard.update({f"requests.{res}": str(n) for res, n in own.items()})
-    hard.update(
-        {
-            "requests.cpu": q.cpu,
-            "requests.memory": q.memory,
-            # Memory is not compressible: a limit budget equal to the request budget keeps a team
-            # from overcommitting nodes it shares. No CPU limit: it would only throttle.
-            "limits.memory": q.memory,
-            "pods": str(q.pods),
-        }
-    )
+    # No limits.*: a quota on a limit makes every container state it (see the module docstring).
+    hard.update({"requests.cpu": q.cpu, "requests.memory": q.memory, "pods": str(q.pods)})
     if cfg.queues.elastic:
         # Kueue does not read ResourceQuota: it must let through all Kueue can admit (borrowing).
         hard.update(elastic.quota_ceilings(cfg, team))
@@ -88,11 +102,8 @@ def quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
 
 
 def limit_range_limits() -> list[dict[str, Any]]:
-    """``spec.limits`` of the team LimitRange: defaults for containers that state nothing."""
-    return [
-        {
-            "type": "Container",
-            "defaultRequest": {"cpu": DEFAULT_CPU_REQUEST, "memory": DEFAULT_MEMORY},
-            "default": {"memory": DEFAULT_MEMORY},
-        }
-    ]
+    """``spec.limits`` of the team LimitRange: default requests for containers that state none.
+
+    No ``default`` (limits): see the module docstring.
+    """
+    return [{"type": "Container", "defaultRequest": {"cpu": DEFAULT_CPU_REQUEST, "memory": DEFAULT_MEMORY}}]

@@ -59,3 +59,6 @@ DEVICE_PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
 #: AKS puts this label on every node of an agent pool (AKS docs, "Use labels in an AKS cluster").
 AKS_POOL_LABEL: Final = "kubernetes.azure.com/agentpool"
 OWNED_NODE_LABELS: Final = frozenset({NODE_GROUP_LABEL, MIG_CONFIG_LABEL, DEVICE_PLUGIN_CONFIG_LABEL})
+#: The label NFD puts on Mellanox nodes (network-operator v26.4.1 templates/nodefeaturerules.yaml),
+#: which the DOCA driver DaemonSet requires (manifests/state-ofed-driver/0050_ofed-driver-ds.yaml).
+MELLANOX_LABEL: Final = "feature.node.kubernetes.io/pci-15b3.present"

@@ -35,7 +35,7 @@ DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
 def check(cfg: StackConfig) -> list[Issue]:
     """Every cross-field problem of ``cfg``, sorted by path."""
     issues: list[Issue] = []
-    for rule in (_teams, _platform, _sharing, _partitions):
+    for rule in (_teams, _platform, _sharing, _partitions, _proofs, _node_labels, _autoscaler_names):
         issues.extend(rule(cfg))
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
         # Capacity needs valid layouts and node groups; otherwise those issues are the news.
@@ -217,6 +217,22 @@ def _onprem(p: OnPremPlatform) -> Iterator[Issue]:
         yield Issue("gpuaas:platform.fabric.opensm.node", f"{sm.node!r} is not one of platform.nodes")
 
 
+def _autoscaler_names(cfg: StackConfig) -> Iterator[Issue]:
+    """AKS pools that scale from zero need a resource name the autoscaler's node template can hold."""
+    p, net = cfg.aks, cfg.network
+    if p is None or net.rdma_shared_device_plugin == "none":
+        return
+    empty = [pool.name for pool in p.gpu_pools if pool.min_count == 0]
+    for key, value in (("rdmaResourceName", net.rdma_resource_name), ("rdmaResourcePrefix", net.rdma_resource_prefix)):
+        if empty and "_" in value:
+            yield Issue(
+                f"gpuaas:network.{key}",
+                f"{value!r} has '_', which the cluster autoscaler reads as '/' in a node-template tag, so pools "
+                f"{', '.join(empty)} (minCount 0) would never scale up for RDMA pods; use letters and digits "
+                "(e.g. hcashared), or minCount >= 1 on those pools",
+            )
+
+
 def _aks(p: AksPlatform) -> Iterator[Issue]:
     sp = p.system_pool
     if sp.min_count < 1:
@@ -258,6 +274,31 @@ def _aks(p: AksPlatform) -> Iterator[Issue]:
                 _p(where, "maxCount"),
                 f"{pool.max_count}: one InfiniBand placement group holds at most 100 VMs by default",
             )
+
+
+# --------------------------------------------------------------------------------------------
+# Who labels the RDMA nodes
+
+MELLANOX_LABEL = resources.MELLANOX_LABEL
+
+
+def _node_labels(cfg: StackConfig) -> Iterator[Issue]:
+    """A stack that needs the Mellanox label has a rule that sets it (the chart's or gpuaas's)."""
+    net = cfg.network
+    if net.deploy_node_feature_rules or net.node_feature_rule:
+        return
+    needs = []
+    if net.ofed_driver == "container":
+        needs.append("ofedDriver: container (the DOCA driver DaemonSet selects on it)")
+    if MELLANOX_LABEL in net.node_selector:
+        needs.append("network.nodeSelector")
+    if needs:
+        yield Issue(
+            "gpuaas:network.nodeFeatureRule",
+            f"false while deployNodeFeatureRules is false too: no component labels Mellanox nodes "
+            f"{MELLANOX_LABEL}, which {' and '.join(needs)} need(s); set nodeFeatureRule: true "
+            "(gpuaas's InfiniBand rule) or deployNodeFeatureRules: true (the chart's)",
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -568,3 +609,70 @@ def _quotas(cfg: StackConfig) -> Iterator[Issue]:
                 f"teams ask for {total} {res} ({who}); the fleet has {have}. Lower the quotas or set "
                 "gpuaas:quotaPolicy.allowOversubscription: true",
             )
+
+
+# --------------------------------------------------------------------------------------------
+# Proofs (verification)
+
+
+def isolation_domains(cfg: StackConfig) -> dict[str, str]:
+    """Every place a proof can run, by target key, with the partition it is in.
+
+    A team with a partition (on-prem: its P_Key; on AKS: its ND pool, which Azure gives one partition
+    per VMSS) and, with ``verification.aksPools``, ``pool-<pool>`` per GPU pool. Two keys with the same
+    value share a partition: a probe between them would connect.
+    """
+    out: dict[str, str] = {}
+    pools = {pool.name for pool in cfg.aks.gpu_pools} if cfg.aks is not None else set()
+    for t in cfg.teams:
+        part = t.partition
+        if isinstance(part, OnPremPartition) and cfg.onprem is not None:
+            out[t.name] = f"P_Key {format_pkey(part.pkey)}"
+        elif isinstance(part, AksPartition) and part.node_pool in pools:
+            out[t.name] = f"pool {part.node_pool}"
+    if cfg.aks is not None and cfg.verification.aks_pools:
+        for pool in cfg.aks.gpu_pools:
+            out[f"pool-{pool.name}"] = f"pool {pool.name}"
+    return out
+
+
+def _proofs(cfg: StackConfig) -> Iterator[Issue]:
+    v = cfg.versions
+    if v.perftest is None and v.perftest_digest is None:
+        yield Issue(
+            _p("versions", "perftestDigest"),
+            f"{v.perftest_image} needs a pin: a digest (sha256:…) or a tag in versions.perftest",
+        )
+    pairs = cfg.verification.isolation_pairs or []
+    domains = isolation_domains(cfg)
+    known = ", ".join(sorted(domains)) or "none: no team has a partition"
+    seen: dict[tuple[str, str], int] = {}
+    no_rdma = {t.name for t in cfg.teams if t.quota.rdma < 1}
+    for i, pair in enumerate(pairs):
+        where = f"verification.isolationPairs[{i}]"
+        unknown = [role for role in ("client", "server") if getattr(pair, role) not in domains]
+        for role in unknown:
+            yield Issue(
+                _p(where, role),
+                f"{getattr(pair, role)!r} is not a target: a team with a partition, or pool-<pool> with "
+                f"verification.aksPools (known: {known})",
+            )
+        if unknown:
+            continue
+        for role in ("client", "server"):
+            if getattr(pair, role) in no_rdma:
+                yield Issue(
+                    _p(where, role),
+                    f"team {getattr(pair, role)!r} has quota.rdma: 0, so its probe pod (one RDMA device) "
+                    "would not be admitted; give the team quota.rdma of at least 1",
+                )
+        if domains[pair.client] == domains[pair.server]:
+            yield Issue(
+                _p(where, "server"),
+                f"{pair.client!r} and {pair.server!r} are both in {domains[pair.client]}: "
+                "a probe between them would connect; pick targets in two partitions",
+            )
+        key = (pair.client, pair.server)
+        if key in seen:
+            yield Issue(_p(where), f"the same probe as verification.isolationPairs[{seen[key]}]")
+        seen.setdefault(key, i)

@@ -2,7 +2,8 @@
 
 Per team (``gpuaas:teams[*]``), in the team's namespace:
 
-* **Namespace** labelled ``gpuaas.io/team`` (the admission policies select on it) and Pod Security
+* **Namespace** labelled ``gpuaas.io/team`` (the admission policies select on it), with its ND pool
+  (AKS) or partition resource (on-prem) as labels the admission policies read, and Pod Security
   ``baseline``. RDMA does not need ``IPC_LOCK`` here because ib-node-config raises memlock to
   unlimited on the nodes, so baseline (which forbids adding IPC_LOCK) still runs RDMA pods;
   ``privileged`` only where ``team.privileged`` says so (kubernetes.io, Pod Security Standards).
@@ -22,8 +23,9 @@ Per team (``gpuaas:teams[*]``), in the team's namespace:
   namespace where nv-ipam watches its pools.
 * On AKS, with a partition (= a dedicated ND pool, one Azure-assigned P_Key per VMSS): a
   ``gpuaas-scheduling`` **ConfigMap** holding the nodeSelector and tolerations that land pods on
-  the team's pool. It is the parameter of :mod:`components.admission`'s pool policy, which rejects
-  GPU/RDMA pods of the team that do not select that pool; the Jobs in ``workloads`` copy it.
+  the team's pool, a template the Jobs in ``workloads`` copy. :mod:`components.admission`'s pool
+  policy, which rejects GPU/RDMA pods of the team that do not select that pool, reads the pool from
+  the namespace label instead: teams may edit ConfigMaps, not namespaces.
   Why not mutate: MutatingAdmissionPolicy is beta and off by default in 1.34 (alpha in the AKS
   1.33 we pin), and the scheduler's ``PodNodeSelector`` admission plugin is not enabled on AKS.
 
@@ -61,7 +63,10 @@ QUOTA: Final = "gpuaas-team-quota"
 LIMITS: Final = "gpuaas-team-defaults"
 #: Namespace label of AKS teams with a partition: their ND pool (the pool policy binding selects on it).
 POOL_LABEL: Final = "gpuaas.io/node-pool"
-#: ConfigMap with the scheduling defaults of an AKS team (the pool policy's parameter).
+#: Namespace label of on-prem teams with a partition: the partition's resource name without its
+#: prefix, ``sriov8001`` (a label value cannot hold ``/``). The partition admission policy reads it.
+PARTITION_LABEL: Final = "gpuaas.io/partition-resource"
+#: ConfigMap with the scheduling defaults of an AKS team (a template for workloads; not read by admission).
 SCHEDULING: Final = "gpuaas-scheduling"
 #: Node label AKS puts on every node of an agent pool.
 AKS_POOL_LABEL: Final = resources.AKS_POOL_LABEL
@@ -84,8 +89,8 @@ def _meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, An
 
 
 def namespace(cfg: StackConfig, team: Team) -> Manifest:
-    """The team namespace with its Pod Security level and team label."""
-    del cfg  # the namespace depends on the team alone
+    """The team namespace: Pod Security level, team label, and the labels the admission policies
+    read (its ND pool on AKS, its partition resource on-prem). Teams cannot write namespaces."""
     labels = {
         TEAM_LABEL: team.name,
         **resources.pod_security_labels("privileged" if team.privileged else "baseline"),
@@ -93,6 +98,8 @@ def namespace(cfg: StackConfig, team: Team) -> Manifest:
     }
     if isinstance(team.partition, AksPartition):
         labels[POOL_LABEL] = team.partition.node_pool
+    elif isinstance(team.partition, OnPremPartition) and cfg.onprem is not None:
+        labels[PARTITION_LABEL] = resources.sriov_resource_name(team.partition.pkey)
     meta = _meta(team.ns, labels=labels)
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
@@ -117,10 +124,18 @@ def limit_range(team: Team) -> Manifest:
 
 _WRITE = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 _READ = ["get", "list", "watch"]
+#: Pods are created and deleted, never edited: a pod's networks annotation must stay as admitted
+#: (components/admission.py), and nothing a team runs needs to patch a live pod — controllers
+#: (Deployments, Jobs) act with their own service accounts. ``kubectl debug`` (ephemeral
+#: containers) is left out for the same reason.
+POD_VERBS: Final = ["get", "list", "watch", "create", "delete", "deletecollection"]
 
 
 def cluster_role() -> Manifest:
     """Run workloads; read quota, limits and the team's NADs (``edit`` covers no NADs).
+
+    Pods: create, delete, read, logs, exec/attach/port-forward — no ``update``/``patch`` (see
+    :data:`POD_VERBS`). No verb on namespaces: the namespace labels are what admission trusts.
 
     One ClusterRole, granted per team namespace by that team's RoleBinding: bound by a
     RoleBinding it gives nothing outside the namespace (Kubernetes RBAC docs, "RoleBinding
@@ -131,9 +146,10 @@ def cluster_role() -> Manifest:
         "kind": "ClusterRole",
         "metadata": _meta(ROLE),
         "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": POD_VERBS},
             {
                 "apiGroups": [""],
-                "resources": ["pods", "services", "configmaps", "secrets", "persistentvolumeclaims", "serviceaccounts"],
+                "resources": ["services", "configmaps", "secrets", "persistentvolumeclaims", "serviceaccounts"],
                 "verbs": _WRITE,
             },
             {

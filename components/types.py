@@ -134,3 +134,31 @@ ImageTag = Annotated[str, AfterValidator(_image_tag)]
 AksPoolName = Annotated[str, AfterValidator(_aks_pool)]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
+
+#: An OCI content digest as image references pin it (opencontainers/image-spec descriptor.md: sha256 is
+#: 64 lowercase hex digits).
+IMAGE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+#: A CronJob schedule as Kubernetes parses it (robfig/cron v3 standard parser: five fields, or a
+#: descriptor); fields are digits, names and ``* / , - ?``.
+CRON_DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
+CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,?-]+$")
+
+
+def _image_digest(value: str) -> str:
+    if not IMAGE_DIGEST.match(value):
+        raise ValueError(f"{value!r} is not an image digest (sha256: and 64 lowercase hex digits)")
+    return value
+
+
+def _cron(value: str) -> str:
+    fields = value.split()
+    if value.strip() in CRON_DESCRIPTORS or (len(fields) == 5 and all(CRON_FIELD.match(f) for f in fields)):
+        return value
+    raise ValueError(
+        f"{value!r} is not a CronJob schedule (five fields 'minute hour day month weekday', e.g. '30 3 * * *', "
+        f"or one of {', '.join(sorted(CRON_DESCRIPTORS))})"
+    )
+
+
+ImageDigest = Annotated[str, AfterValidator(_image_digest)]
+CronSchedule = Annotated[str, AfterValidator(_cron)]

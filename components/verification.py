@@ -44,10 +44,12 @@ import pulumi
 
 from components import k8s as kube
 from components.catalog import ND_SKUS
-from components.config import AksPartition, GpuPool, OnPremPartition, StackConfig
+from components.config import AksPartition, GpuPool, OnPremPartition, StackConfig, Team
 from components.k8s import Manifest
+from components.queue_admission import QUEUE_LABEL
 from components.queues import local_queue_name
-from components.resources import AKS_POOL_LABEL, GPU, rdma_shared_resource, sriov_resource
+from components.resources import AKS_POOL_LABEL, GPU, NODE_GROUP_LABEL, rdma_shared_resource, sriov_resource
+from components.rules import isolation_domains
 from components.teams import nad_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,6 +71,8 @@ SCRIPTS_DIR: Final = "/opt/gpuaas"
 SECONDARY_IFNAME: Final = "net1"
 #: Seconds a proof may take end to end (image pull and the three NCCL runs included).
 DEADLINE_SECONDS: Final = 1800
+#: Largest size of the TCP comparison run (all_reduce only).
+TCP_MAX_BYTES: Final = 256 * 1024 * 1024
 MULTUS_NETWORKS: Final = "k8s.v1.cni.cncf.io/networks"
 SKIP_AWAIT: Final = "pulumi.com/skipAwait"
 
@@ -104,6 +108,18 @@ def socket_ifname(cfg: StackConfig) -> str:
 def gbits_to_gbytes(gbps: float) -> float:
     """Gb/s (line rates, perftest's ``--report_gbits``) to GB/s (nccl-tests' busbw)."""
     return gbps / 8
+
+
+def perftest_image(cfg: StackConfig) -> str:
+    """``image@sha256:…`` where a digest pins it (with the tag kept for readers, ``image:tag@sha256:…``),
+    else ``image:tag``. The rules refuse a config with neither."""
+    v = cfg.versions
+    ref = v.perftest_image + (f":{v.perftest}" if v.perftest else "")
+    return ref + (f"@{v.perftest_digest}" if v.perftest_digest else "")
+
+
+def pytorch_image(cfg: StackConfig) -> str:
+    return f"{cfg.versions.pytorch_image}:{cfg.versions.pytorch}"
 
 
 @dataclass(frozen=True)
@@ -159,34 +175,50 @@ def _pool_target(cfg: StackConfig, key: str, namespace: str, prefix: str, pool: 
     )
 
 
+def team_target(cfg: StackConfig, team: Team) -> Target | None:
+    """Where a team's proofs (and the probes into its partition) run; ``None`` without a usable partition."""
+    target = _team_target(cfg, team)
+    if target is not None and cfg.queues.elastic:
+        return replace(target, queue=local_queue_name(team))
+    return target
+
+
+def _team_target(cfg: StackConfig, team: Team) -> Target | None:
+    onprem, aks = cfg.onprem, cfg.aks
+    if onprem is not None and isinstance(team.partition, OnPremPartition):
+        return Target(
+            key=team.name,
+            namespace=team.ns,
+            prefix="verify",
+            link_rate_gbps=onprem.fabric.link_rate_gbps,
+            rdma_resource=sriov_resource(team.partition.pkey),
+            network=nad_name(team),
+            socket_ifname=socket_ifname(cfg),
+        )
+    if aks is not None and isinstance(team.partition, AksPartition):
+        pool = aks.pools_by_name.get(team.partition.node_pool)
+        if pool is not None:  # an unknown pool is a config error reported by the rules
+            return _pool_target(cfg, team.name, team.ns, "verify", pool)
+    return None
+
+
+def _pool_targets(cfg: StackConfig) -> list[Target]:
+    aks = cfg.aks
+    if aks is None or not cfg.verification.aks_pools:
+        return []
+    return [_pool_target(cfg, f"pool-{p.name}", POOL_NAMESPACE, f"verify-{p.name}", p) for p in aks.gpu_pools]
+
+
 def targets(cfg: StackConfig) -> list[Target]:
     """Every place proofs run, in config order: verify teams first, then AKS pools."""
-    out: list[Target] = []
-    onprem, aks = cfg.onprem, cfg.aks
-    for team in cfg.teams:
-        if not team.verify or team.partition is None:
-            continue
-        if onprem is not None and isinstance(team.partition, OnPremPartition):
-            out.append(
-                Target(
-                    key=team.name,
-                    namespace=team.ns,
-                    prefix="verify",
-                    link_rate_gbps=onprem.fabric.link_rate_gbps,
-                    rdma_resource=sriov_resource(team.partition.pkey),
-                    network=nad_name(team),
-                    socket_ifname=socket_ifname(cfg),
-                    queue=local_queue_name(team) if cfg.queues.elastic else None,
-                )
-            )
-        elif aks is not None and isinstance(team.partition, AksPartition):
-            pool = aks.pools_by_name.get(team.partition.node_pool)
-            if pool is not None:  # an unknown pool is a config error reported by the rules
-                target = _pool_target(cfg, team.name, team.ns, "verify", pool)
-                out.append(replace(target, queue=local_queue_name(team)) if cfg.queues.elastic else target)
-    if aks is not None and cfg.verification.aks_pools:
-        for pool in aks.gpu_pools:
-            out.append(_pool_target(cfg, f"pool-{pool.name}", POOL_NAMESPACE, f"verify-{pool.name}", pool))
+    out = [t for team in cfg.teams if team.verify and (t := team_target(cfg, team)) is not None]
+    return out + _pool_targets(cfg)
+
+
+def every_target(cfg: StackConfig) -> dict[str, Target]:
+    """Every team with a partition (verified or not: a probe's server may be in any) and the pool targets."""
+    out = {t.key: t for team in cfg.teams if (t := team_target(cfg, team)) is not None}
+    out |= {t.key: t for t in _pool_targets(cfg)}
     return out
 
 
@@ -273,7 +305,9 @@ def nccl_sh() -> str:
     for i, (label, env) in enumerate(NCCL_RUNS):
         assigns = " ".join(f"{k}={v}" for k, v in env.items())
         judged = ' --min-busbw-gbps "$MIN_BUSBW_GBPS" --require-gdrdma' if label == "gdr" else ""
-        runs.append(f"run {label} {RENDEZVOUS_PORT + i} {assigns} -- --nccl-log '/tmp/nccl-{label}.*'{judged}")
+        # Sockets run at a few GB/s: all_reduce to 256 MiB says what TCP gives without minutes of 1 GiB calls.
+        limited = f" --ops all_reduce --max-bytes {TCP_MAX_BYTES}" if label == "tcp" else ""
+        runs.append(f"run {label} {RENDEZVOUS_PORT + i} {assigns} -- --nccl-log '/tmp/nccl-{label}.*'{judged}{limited}")
     body = "\n".join(runs)
     return f"""#!/bin/bash
 # NCCL all_reduce proof: GPUDirect RDMA (judged), RDMA via host memory, TCP (for comparison).
@@ -382,14 +416,13 @@ def _affinity(t: Target, role: str, avoid: str) -> dict[str, Any]:
         }
     }
     if t.pool is not None:
-        affinity["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": AKS_POOL_LABEL, "operator": "In", "values": [t.pool]}]}
-                ]
-            }
-        }
+        affinity["nodeAffinity"] = _node_affinity(AKS_POOL_LABEL, t.pool)
     return affinity
+
+
+def _node_affinity(label: str, value: str) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": label, "operator": "In", "values": [value]}]}
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
 
 
 def _security_context() -> dict[str, Any]:
@@ -397,13 +430,20 @@ def _security_context() -> dict[str, Any]:
     return {"privileged": False, "allowPrivilegeEscalation": False}
 
 
+def network_annotation(t: Target) -> dict[str, str]:
+    """The Multus annotation that attaches the target's partition network as ``net1``; ``{}`` without one.
+
+    Every proof pod (positive, negative probe, burn-in) takes its network from here and nowhere else,
+    so a change of how pods ask for the team network (IPAM, ``ips``) is made once.
+    """
+    if t.network is None:
+        return {}
+    nets = [{"name": t.network, "namespace": t.namespace, "interface": SECONDARY_IFNAME}]
+    return {MULTUS_NETWORKS: json.dumps(nets, separators=(",", ":"))}
+
+
 def _pod_annotations(t: Target, digest: str) -> dict[str, str]:
-    ann = {"gpuaas.io/scripts-sha256": digest}
-    if t.network is not None:
-        ann[MULTUS_NETWORKS] = json.dumps(
-            [{"name": t.network, "namespace": t.namespace, "interface": SECONDARY_IFNAME}], separators=(",", ":")
-        )
-    return ann
+    return {"gpuaas.io/scripts-sha256": digest, **network_annotation(t)}
 
 
 def _pod_spec(
@@ -467,18 +507,21 @@ def _job(t: Target, role: str, pod: dict[str, Any], pair: str, digest: str, inde
         spec |= {"completionMode": "Indexed", "completions": indexed, "parallelism": indexed}
     meta = _meta(t, role)
     meta["annotations"] = {SKIP_AWAIT: "true"}
-    if t.queue is not None:  # Kueue admits it by unsuspending it (components/queue_admission.py)
-        meta["labels"]["kueue.x-k8s.io/queue-name"] = t.queue
+    meta["labels"] |= _queue_label(t)
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
+def _queue_label(t: Target) -> dict[str, str]:
+    """Elastic quotas: the team's queue, which Kueue admits the Job through (components/queue_admission.py)."""
+    return {QUEUE_LABEL: t.queue} if t.queue is not None else {}
+
+
 def ib_server_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
-    image = f"{cfg.versions.perftest_image}:{cfg.versions.perftest}"
     pod = _pod_spec(
         t,
         pair="ib",
         avoid="nccl",
-        image=image,
+        image=perftest_image(cfg),
         script="ib-server.sh",
         env=[],
         resources={t.rdma_resource: "1"},
@@ -505,7 +548,6 @@ def ib_service(t: Target) -> Manifest:
 
 
 def ib_client_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
-    image = f"{cfg.versions.perftest_image}:{cfg.versions.perftest}"
     env = [
         {"name": "IB_SERVER", "value": _name(t, "ib-server")},
         {"name": "IB_MIN_GBPS", "value": f"{ib_min_gbps(cfg, t):g}"},
@@ -514,7 +556,7 @@ def ib_client_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
         t,
         pair="ib",
         avoid="nccl",
-        image=image,
+        image=perftest_image(cfg),
         script="ib-client.sh",
         env=env,
         resources={t.rdma_resource: "1"},
@@ -557,7 +599,7 @@ def nccl_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
         t,
         pair="nccl",
         avoid="ib",
-        image=f"{cfg.versions.pytorch_image}:{cfg.versions.pytorch}",
+        image=pytorch_image(cfg),
         script="nccl.sh",
         env=env,
         resources={GPU: "1", t.rdma_resource: "1"},
@@ -587,11 +629,369 @@ def job_names(t: Target) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------
+# Negative proofs: isolation probes
+#
+# A P_Key is checked by the receiving port: a packet whose BTH P_Key is not in the port's table is
+# dropped and counted as a P_Key violation (InfiniBand Architecture Specification vol. 1, 10.9.3,
+# "Partition key matching"). So a reliable-connection write from a QP of partition A to a QP of
+# partition B is never acknowledged: the sender's retries run out and the work completion reports
+# IBV_WC_RETRY_EXC_ERR, status 12 (libibverbs ``enum ibv_wc_status``), which perftest prints as
+# ``Failed status 12: wr_id … syndrom …`` (linux-rdma/perftest src/perftest_resources.c,
+# NOTIFY_COMP_ERROR_SEND). The QP numbers and LIDs are exchanged over TCP first (perftest's
+# out-of-band exchange, "Data ex. method: Ethernet"), so the client really knows B's address.
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One negative probe: ``client`` tries an RDMA write into ``server``'s partition."""
+
+    client: Target
+    server: Target
+    #: What each side is in, as the rules name it ("P_Key 0x0002", "pool ndh100b").
+    client_domain: str
+    server_domain: str
+
+    @property
+    def id(self) -> str:
+        return _bounded(f"{self.client.key}-to-{self.server.key}")
+
+
+#: perftest's completion error for "transport retry counter exceeded" (IBV_WC_RETRY_EXC_ERR = 12).
+PARTITION_ERROR: Final = "Failed status 12:"
+#: Small and short: the probe proves reachability, not bandwidth.
+_PROBE_ARGS = f'-d "$dev" -F --report_gbits -s 65536 -n 100 -p {PERFTEST_PORT}'
+#: Seconds a probe Job may run (the server waits for its client's image pull and scheduling).
+PROBE_DEADLINE_SECONDS: Final = 1200
+
+
+def _bounded(name: str, limit: int = 63) -> str:
+    """``name`` as a DNS label / label value of at most ``limit`` characters, shortened with a hash."""
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: limit - 9].rstrip('-')}-{digest}"
+
+
+def _default_server(
+    client: Target, domains: dict[str, str], everyone: dict[str, Target], no_rdma: set[str]
+) -> str | None:
+    """The next key by name after ``client`` (wrapping) of the same kind, in another partition, whose
+    quota admits the server pod (one RDMA device).
+
+    By name, not by config order, so that reordering teams never moves a probe.
+    """
+    pool_kind = client.namespace == POOL_NAMESPACE
+    keys = sorted(k for k, t in everyone.items() if (t.namespace == POOL_NAMESPACE) == pool_kind and k not in no_rdma)
+    later = [k for k in keys if k > client.key] + [k for k in keys if k < client.key]
+    return next((k for k in later if domains.get(k) != domains.get(client.key)), None)
+
+
+def isolation_probes(cfg: StackConfig) -> list[Probe]:
+    """The configured probes (``verification.isolationPairs``), or by default one per target: against
+    the next other partition by name. Pairs the rules refuse are left out here."""
+    domains = isolation_domains(cfg)
+    everyone = every_target(cfg)
+    pairs = cfg.verification.isolation_pairs
+    if pairs is None:
+        keys = []
+        no_rdma = {t.name for t in cfg.teams if t.quota.rdma < 1}
+        for t in targets(cfg):
+            server = _default_server(t, domains, everyone, no_rdma)
+            if server is not None:
+                keys.append((t.key, server))
+    else:
+        keys = [(p.client, p.server) for p in pairs]
+    out: list[Probe] = []
+    for client, server in dict.fromkeys(keys):
+        if client in everyone and server in everyone and domains[client] != domains[server]:
+            out.append(Probe(everyone[client], everyone[server], domains[client], domains[server]))
+    return out
+
+
+_PKEY_SH = r"""pkey="$(cat "${SYSFS:-/sys}/class/infiniband/$dev/ports/1/pkeys/0" 2>/dev/null || echo unknown)"
+"""
+
+ISOLATION_SERVER_SH: Final = f"""#!/bin/bash
+# Isolation probe, server side: waits on this partition's device for a client from another partition.
+set -uo pipefail
+{RDMA_DEVICE_SH}
+dev="$(rdma_device)" || exit 1
+{_PKEY_SH}echo "isolation probe server on $dev (P_Key $pkey, $(hostname)), for $ISO_CLIENT"
+timeout "${{ISO_SERVER_SECONDS:-1100}}" ib_write_bw {_PROBE_ARGS} >/tmp/server.log 2>&1
+rc=$?
+cat /tmp/server.log
+completed=false
+[ "$rc" = 0 ] && completed=true   # a finished test: the client's writes arrived
+printf 'ISOLATION_SERVER {{"device": "%s", "pkey": "%s", "rc": %d, "completed": %s}}\\n' \\
+  "$dev" "$pkey" "$rc" "$completed"
+if [ "$completed" = true ]; then
+  echo "ISOLATION BROKEN: RDMA writes from $ISO_CLIENT arrived in this partition" >&2
+  exit 1
+fi
+"""
+
+ISOLATION_CLIENT_SH: Final = f"""#!/bin/bash
+# Isolation probe, client side: an RDMA write into another partition that must fail with the
+# partition's error (see components/verification.py). Exit 0 only when it did.
+set -uo pipefail
+{RDMA_DEVICE_SH}
+dev="$(rdma_device)" || exit 1
+{_PKEY_SH}echo "isolation probe: $ISO_CLIENT on $dev (P_Key $pkey) -> $ISO_TARGET at $ISO_SERVER"
+echo "the RDMA write must NOT get through"
+verdict=inconclusive
+reason="the server never answered over the pod network"
+rc=-1
+for attempt in $(seq 1 "${{ISO_ATTEMPTS:-120}}"); do
+  timeout "${{ISO_CLIENT_SECONDS:-120}}" ib_write_bw {_PROBE_ARGS} "$ISO_SERVER" >/tmp/probe.log 2>&1
+  rc=$?
+  # perftest prints a number row under its "BW average" header only after the writes completed.
+  if [ "$rc" = 0 ] || awk '/BW average/ {{ getline; if ($1 ~ /^[0-9]+$/) found = 1 }} END {{ exit !found }}' \\
+      /tmp/probe.log; then
+    verdict=leak
+    reason="RDMA writes completed: bytes crossed from $ISO_CLIENT into $ISO_TARGET"
+    break
+  fi
+  if grep -q "remote address:" /tmp/probe.log; then  # the QPs were exchanged: the write was tried
+    if line="$(grep -m1 -F "{PARTITION_ERROR}" /tmp/probe.log)"; then
+      verdict=blocked
+      reason="$line (IBV_WC_RETRY_EXC_ERR: no acknowledgement from the other partition)"
+    else
+      verdict=inconclusive
+      other="$(grep -m1 -iE 'error|fail|unable' /tmp/probe.log || tail -n 1 /tmp/probe.log)"
+      reason="the write failed, but not with the partition error: $other"
+    fi
+    break
+  fi
+  echo "attempt $attempt: no QP exchange with $ISO_SERVER yet"; tail -n 3 /tmp/probe.log; sleep 5
+done
+cat /tmp/probe.log
+reason="$(printf '%s' "$reason" | tr -d '"\\\\' | tr -s '[:space:]' ' ' | sed 's/^ //; s/ $//')"
+passed=false
+[ "$verdict" = blocked ] && passed=true
+[ "$verdict" = leak ] && echo "ISOLATION BROKEN: $reason" >&2
+echo "isolation probe verdict: $verdict ($reason)"
+printf 'ISOLATION_RESULT {{"client": "%s", "server": "%s", "device": "%s", "pkey": "%s", "rc": %d, ' \\
+  "$ISO_CLIENT" "$ISO_TARGET" "$dev" "$pkey" "$rc"
+printf '"verdict": "%s", "reason": "%s", "passed": %s}}\\n' "$verdict" "$reason" "$passed"
+[ "$passed" = true ]
+"""
+
+
+def _probe_names(p: Probe) -> dict[str, str]:
+    """metadata.name of the probe's objects: the client Job in the client's namespace, the server Job and
+    its Service in the server's. Named by the pair, so two probes never share an object."""
+    return {
+        "client": _bounded(f"isolation-{p.id}"),
+        "server": _bounded(f"isolation-{p.id}-server"),
+    }
+
+
+def _probe_labels(p: Probe, t: Target, role: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "gpuaas-verify",
+        "app.kubernetes.io/part-of": "gpuaas",
+        "app.kubernetes.io/component": f"isolation-{role}",
+        "gpuaas.io/verify-target": t.key,
+        "gpuaas.io/isolation-probe": p.id,
+        "gpuaas.io/isolation-role": role,
+    }
+
+
+def _probe_job(cfg: StackConfig, p: Probe, role: str) -> Manifest:
+    t = p.client if role == "client" else p.server
+    names = _probe_names(p)
+    env = [{"name": "ISO_CLIENT", "value": p.client.key}, {"name": "ISO_TARGET", "value": p.server.key}]
+    if role == "client":
+        env.append({"name": "ISO_SERVER", "value": f"{names['server']}.{p.server.namespace}.svc"})
+    if t.vf_env:
+        env.insert(0, {"name": "VF_ENV", "value": t.vf_env})
+    # The two ends on two nodes: the write crosses the fabric's switches, as team traffic would.
+    apart = {
+        "topologyKey": "kubernetes.io/hostname",
+        "namespaces": sorted({p.client.namespace, p.server.namespace}),
+        "labelSelector": {"matchLabels": {"gpuaas.io/isolation-probe": p.id}},
+    }
+    affinity: dict[str, Any] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}}
+    if t.pool is not None:
+        affinity["nodeAffinity"] = _node_affinity(AKS_POOL_LABEL, t.pool)
+    resources = {"cpu": "1", "memory": "1Gi", t.rdma_resource: "1"}
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "affinity": affinity,
+        "containers": [
+            {
+                "name": f"isolation-{role}",
+                "image": perftest_image(cfg),
+                "command": ["/bin/bash", "-c", ISOLATION_CLIENT_SH if role == "client" else ISOLATION_SERVER_SH],
+                "env": env,
+                "resources": {"requests": dict(resources), "limits": dict(resources)},
+                "securityContext": _security_context(),
+            }
+        ],
+    }
+    if t.tolerations:
+        pod["tolerations"] = [dict(x) for x in t.tolerations]
+    labels = _probe_labels(p, t, role)
+    meta = {
+        "name": names[role],
+        "namespace": t.namespace,
+        "labels": labels,
+        "annotations": {SKIP_AWAIT: "true"},
+    }
+    spec = {
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": PROBE_DEADLINE_SECONDS,
+        "template": {"metadata": {"labels": labels, "annotations": network_annotation(t)}, "spec": pod},
+    }
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def _probe_service(p: Probe) -> Manifest:
+    """The server's address on the pod network: the client learns B's QP and LID through it."""
+    t = p.server
+    labels = _probe_labels(p, t, "server")
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": _probe_names(p)["server"], "namespace": t.namespace, "labels": labels},
+        "spec": {
+            "selector": {"gpuaas.io/isolation-probe": p.id, "gpuaas.io/isolation-role": "server"},
+            "ports": [{"name": "perftest", "port": PERFTEST_PORT, "targetPort": PERFTEST_PORT, "protocol": "TCP"}],
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def probe_manifests(cfg: StackConfig, p: Probe) -> dict[str, Manifest]:
+    """One probe's objects by role, in apply order."""
+    return {
+        "service": _probe_service(p),
+        "server": _probe_job(cfg, p, "server"),
+        "client": _probe_job(cfg, p, "client"),
+    }
+
+
+def probe_job_names(p: Probe) -> dict[str, str]:
+    """``namespace/name`` of the probe's two Jobs (what a results gatherer reads)."""
+    names = _probe_names(p)
+    return {"client": f"{p.client.namespace}/{names['client']}", "server": f"{p.server.namespace}/{names['server']}"}
+
+
+# --------------------------------------------------------------------------------------------
+# Burn-in: the NCCL proof again, on a schedule, at the lowest priority
+
+BURN_IN_PRIORITY_CLASS: Final = "gpuaas-burn-in"
+
+
+def burn_in_priority_class(cfg: StackConfig) -> Manifest:
+    """Below every team pod (pods without a class have priority 0), never preempting anything itself:
+    any team workload that needs the GPUs evicts a running burn-in (Kubernetes docs, "Pod Priority and
+    Preemption"; ``preemptionPolicy: Never`` keeps it from evicting others)."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": BURN_IN_PRIORITY_CLASS, "labels": {"app.kubernetes.io/part-of": "gpuaas"}},
+        "value": cfg.verification.burn_in.priority,
+        "preemptionPolicy": "Never",
+        "globalDefault": False,
+        "description": "gpuaas burn-in proofs: run on idle GPUs, preempted by any team workload",
+    }
+
+
+def burn_in_groups(cfg: StackConfig, t: Target) -> list[tuple[str, str, str]]:
+    """(name segment, node label, value) of each node group a target's burn-in runs on.
+
+    AKS: the target's pool. On-prem: every node group with at least two nodes (the proof is a pair).
+    """
+    if t.pool is not None:
+        return [(t.pool, AKS_POOL_LABEL, t.pool)]
+    onprem = cfg.onprem
+    if onprem is None:
+        return []
+    counts: dict[str, int] = {}
+    for n in onprem.nodes:
+        counts[n.node_group] = counts.get(n.node_group, 0) + 1
+    return [(g.name, NODE_GROUP_LABEL, g.name) for g in onprem.node_groups if counts.get(g.name, 0) >= 2]
+
+
+def _burn_in_name(t: Target, group: str) -> str:
+    return _bounded(f"{t.prefix}-burn-in-{group}", 52)  # CronJob names: 52 characters (Kubernetes docs)
+
+
+def burn_in_service(t: Target, group: str) -> Manifest:
+    """Headless Service of one group's burn-in pods: ``<job>-0.<service>`` is rank 0."""
+    name = _burn_in_name(t, group)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(t, "burn-in", name),
+        "spec": {
+            "clusterIP": "None",
+            "selector": {"gpuaas.io/verify-target": t.key, "gpuaas.io/verify-pair": name},
+            "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "protocol": "TCP"}],
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def burn_in_cron_job(cfg: StackConfig, t: Target, group: str, label: str, value: str, digest: str) -> Manifest:
+    """The NCCL Job of :func:`nccl_job` as a CronJob on one node group, at the burn-in priority.
+
+    A CronJob's Jobs are named ``<cronjob>-<time>``, so rank 0's address comes from the Job-name label
+    the Job controller puts on its pods (``batch.kubernetes.io/job-name``, Kubernetes ≥ 1.27).
+    """
+    name = _burn_in_name(t, group)
+    job = nccl_job(cfg, t, digest)
+    spec = job["spec"]
+    spec["template"]["metadata"]["labels"] |= {"gpuaas.io/verify-pair": name, "gpuaas.io/burn-in": group}
+    pod = spec["template"]["spec"]
+    pod["subdomain"] = name
+    pod["priorityClassName"] = BURN_IN_PRIORITY_CLASS
+    pod["affinity"] = _affinity(t, name, "nccl")
+    pod["affinity"]["nodeAffinity"] = _node_affinity(label, value)
+    env = pod["containers"][0]["env"]
+    job_name = {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}
+    master = {"name": "MASTER_ADDR", "value": f"$(JOB_NAME)-0.{name}"}
+    pod["containers"][0]["env"] = [{"name": "JOB_NAME", "valueFrom": job_name}] + [
+        master if e["name"] == "MASTER_ADDR" else e for e in env
+    ]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": _meta(t, "burn-in", name),
+        "spec": {
+            "schedule": cfg.verification.burn_in.schedule,
+            # One at a time; a run missed by more than an hour is skipped, not queued.
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 3600,
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"metadata": {"labels": _labels(t, "burn-in") | _queue_label(t)}, "spec": spec},
+        },
+    }
+
+
+def burn_in_manifests(cfg: StackConfig, t: Target, bench_source: str) -> dict[str, Manifest]:
+    """A target's burn-in objects by role (``burn-in-<group>-service``, ``burn-in-<group>``); none when off."""
+    if not cfg.verification.burn_in.enabled:
+        return {}
+    digest = scripts_hash(bench_source)
+    out: dict[str, Manifest] = {}
+    for group, label, value in burn_in_groups(cfg, t):
+        out[f"burn-in-{group}-service"] = burn_in_service(t, group)
+        out[f"burn-in-{group}"] = burn_in_cron_job(cfg, t, group, label, value, digest)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # Component
 
 
 class Verification(pulumi.ComponentResource):
-    """The ib_write_bw and NCCL proofs of every verify team (and AKS pool), last in the install order."""
+    """The proofs of every verify team (and AKS pool), last in the install order: ib_write_bw and NCCL
+    (positive), the isolation probes (negative) and, when enabled, the burn-in CronJobs."""
 
     jobs: dict[str, dict[str, str]]
 
@@ -600,11 +1000,22 @@ class Verification(pulumi.ComponentResource):
         bench_source = BENCH_SCRIPT.read_text()
         self.jobs = {}
         found = targets(cfg)
+        probes = isolation_probes(cfg)
         namespace: list[pulumi.Resource] = []
         if any(t.namespace == POOL_NAMESPACE for t in found):
             namespace = [kube.apply(f"{name}-namespace", pool_namespace(), kube.child(self))]
+        after = kube.child(self, namespace)
         for t in found:
             for role, manifest in manifests(cfg, t, bench_source).items():
-                kube.apply(f"{name}-{t.key}-{role}", manifest, kube.child(self, namespace))
+                kube.apply(f"{name}-{t.key}-{role}", manifest, after)
             self.jobs[t.key] = {check: f"{t.namespace}/{job}" for check, job in job_names(t).items()}
+        for p in probes:
+            for role, manifest in probe_manifests(cfg, p).items():
+                kube.apply(f"{name}-isolation-{p.id}-{role}", manifest, after)
+            self.jobs.setdefault(p.client.key, {})[f"isolation:{p.server.key}"] = probe_job_names(p)["client"]
+        if cfg.verification.burn_in.enabled and found:
+            priority = kube.apply(f"{name}-burn-in-priority", burn_in_priority_class(cfg), kube.child(self))
+            for t in found:
+                for role, manifest in burn_in_manifests(cfg, t, bench_source).items():
+                    kube.apply(f"{name}-{t.key}-{role}", manifest, kube.child(self, [*namespace, priority]))
         self.register_outputs({"jobs": self.jobs})

@@ -45,7 +45,13 @@ OPENSM: Final = "5.23.0"
 
 #: Verification workloads: perftest (ib_write_bw) and PyTorch with NCCL.
 PERFTEST_IMAGE: Final = "ghcr.io/azure/aks-rdma-infiniband/ibtools"
-PERFTEST: Final = "v1.0.0"
+#: Azure/aks-rdma-infiniband publishes this image as ``latest`` only (.github/workflows/build-ibtools-image.yaml:
+#: ``type=raw,value=latest`` plus a date tag for ``schedule`` events, and the workflow has no schedule
+#: trigger), so it is pinned by digest. The digest is the one a public AKS RDMA lab pins for this image
+#: (found through code search, Network Operator 26.4.0 era); it was not re-read from ghcr.io here (no
+#: registry access): check it with ``crane digest`` before the first run, and mirror it (README).
+PERFTEST: Final[str | None] = None
+PERFTEST_DIGEST: Final = "sha256:dcc502375af37e42dcdd75f758d406282007ff01590551822dafc03d740e02ce"
 PYTORCH_IMAGE: Final = "nvcr.io/nvidia/pytorch"
 PYTORCH: Final = "25.10-py3"
 

@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 E2E = Path(__file__).resolve().parent
 
@@ -122,13 +123,12 @@ def required_versions(module_dir: Path) -> dict[str, str]:
     ).stdout
     versions: dict[str, str] = {}
     for chunk in _json_stream(out):
-        path = chunk["Path"]
         rep = chunk.get("Replace") or {}
-        versions[path] = rep.get("Version") or chunk.get("Version", "")
+        versions[str(chunk["Path"])] = str(rep.get("Version") or chunk.get("Version", ""))
     return versions
 
 
-def _json_stream(text: str) -> list[dict[str, object]]:
+def _json_stream(text: str) -> list[dict[str, Any]]:
     dec = json.JSONDecoder()
     i, items = 0, []
     while i < len(text):
@@ -146,7 +146,9 @@ def cache_root() -> Path:
 
 
 def _go_version() -> str:
-    return subprocess.run(["go", "env", "GOVERSION"], env=go_env(), check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["go", "env", "GOVERSION"], env=go_env(), check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def cache_key(ts: ToolSet) -> str:
@@ -217,7 +219,8 @@ def _download_json(module: str, version: str, cwd: Path) -> dict[str, str]:
         capture_output=True,
         text=True,
     )
-    return json.loads(res.stdout)
+    info: dict[str, str] = json.loads(res.stdout)
+    return info
 
 
 def staging_replaces(upstream_gomod: str, version: str) -> list[tuple[str, str]]:
@@ -274,13 +277,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("build", "path"):
         p = sub.add_parser(name)
-        p.add_argument("set", choices=sorted(TOOLSETS))
+        p.add_argument("set", choices=[*sorted(TOOLSETS), *(["all"] if name == "build" else [])])
     g = sub.add_parser("gomod")
     g.add_argument("set", choices=["controlplane"])
     g.add_argument("--kubernetes", default=None, help="the k8s.io/kubernetes tag (default: go.mod's)")
     args = ap.parse_args(argv)
     if args.cmd == "gomod":
         write_controlplane_gomod(args.kubernetes or pinned_version(TOOLSETS["controlplane"]))
+        return 0
+    if args.set == "all":
+        for ts in TOOLSETS.values():
+            build(ts)
         return 0
     out = build(TOOLSETS[args.set])
     if args.cmd == "path":

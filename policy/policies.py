@@ -9,6 +9,9 @@ The components build these guarantees in (``components/teams.py``, ``components/
   pool a NAD in the other team's namespace names) or attaches to a NAD of another namespace;
 * privileged pods (``securityContext.privileged``, ``hostNetwork``/``hostPID``/``hostIPC``) run only
   in the operator namespaces the stack creates, i.e. its namespaces without the team label;
+* a stack whose teams have partition resources deploys the partition admission guard
+  (``gpuaas-team-partition`` and its Deny binding): quotas name only a team's own partition, so
+  that policy is what refuses another team's VF pool (components/quotas.py);
 * every Helm release pins an exact chart version;
 * no NetworkAttachmentDefinition in ``default`` (Multus lets every namespace use NADs there unless
   ``globalNamespaces`` says otherwise: k8snetworkplumbingwg/multus-cni docs/configuration.md).
@@ -53,6 +56,11 @@ NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
 #: Extended resources of IB partitions' VF pools, ``nvidia.com/sriov8001`` (components/resources.py).
 SRIOV_PREFIX: Final = "nvidia.com/sriov"
 NAD_TYPE: Final = "kubernetes:k8s.cni.cncf.io/v1:NetworkAttachmentDefinition"
+VAP_TYPE: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+VAP_BINDING_TYPE: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+#: The admission policy that keeps a pod to its own namespace's partition resource
+#: (components/admission.py PARTITION_POLICY).
+PARTITION_POLICY: Final = "gpuaas-team-partition"
 HELM_TYPES: Final = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 #: An exact chart version as Helm resolves it: no range, wildcard, partial version or ``latest``
 #: (Helm treats ``version`` as a semver constraint: ``1.2`` or ``^1.2.0`` float). Same shape as
@@ -294,6 +302,32 @@ def validate_team_partitions(args: StackValidationArgs, report_violation: Report
                 )
 
 
+def validate_partition_guard(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Partition resources in team namespaces come with the admission policy that guards them."""
+    ten = tenancy(args.resources)
+    partitions = sorted(r for r in ten.owners if r.startswith(SRIOV_PREFIX))
+    if not partitions:
+        return
+    policies = {_name(r.props) for r in args.resources if r.resource_type == VAP_TYPE}
+    bound = {
+        _get(r.props, "spec", "policyName")
+        for r in args.resources
+        if r.resource_type == VAP_BINDING_TYPE and "Deny" in _items(_get(r.props, "spec", "validationActions"))
+    }
+    missing = [
+        what
+        for what, ok in (("policy", PARTITION_POLICY in policies), ("Deny binding", PARTITION_POLICY in bound))
+        if not ok
+    ]
+    if missing:
+        report_violation(
+            f"teams have partition resources ({', '.join(partitions)}) but the stack has no "
+            f"ValidatingAdmissionPolicy {PARTITION_POLICY!r} {' and no '.join(missing)}: team quotas name only "
+            "their own partition, so without it any namespace could request another team's VFs",
+            None,
+        )
+
+
 def validate_team_networks(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Team workloads attach only to NADs in their own namespace."""
     ten = tenancy(args.resources)
@@ -379,6 +413,11 @@ team_partitions = StackValidationPolicy(
     description="Team workloads request no other team's partition resource (nvidia.com/sriovXXXX of its NAD).",
     validate=validate_team_partitions,
 )
+partition_guard = StackValidationPolicy(
+    name="team-partitions-guarded-by-admission",
+    description="Stacks with team partition resources deploy the gpuaas-team-partition admission policy.",
+    validate=validate_partition_guard,
+)
 team_networks = StackValidationPolicy(
     name="team-workloads-own-networks",
     description="Team workloads attach only to NetworkAttachmentDefinitions of their own namespace.",
@@ -404,6 +443,7 @@ nad_namespace = ResourceValidationPolicy(
 POLICIES: Final[list[Policy]] = [
     team_namespace_guards,
     team_partitions,
+    partition_guard,
     team_networks,
     privileged_placement,
     helm_version,

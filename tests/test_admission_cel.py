@@ -41,7 +41,7 @@ from celpy.evaluation import CELEvalError, Evaluator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components import admission, teams
+from components import admission, resources, teams
 from components.loader import parse_config
 from tests.admission_cases import ALLOWED, REFUSED
 from tests.conftest import raw_stack
@@ -274,20 +274,34 @@ class Policy:
         ]
 
     def activation(
-        self, pod: Mapping[str, Any], namespace: str, params: Mapping[str, Any] | None = None
+        self,
+        pod: Mapping[str, Any],
+        namespace: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        old: Mapping[str, Any] | None = None,
+        namespace_labels: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """``object``, ``request``, ``params`` and ``variables``; each variable sees the ones before it."""
+        """``object``, ``oldObject``, ``request``, ``namespaceObject``, ``params`` and ``variables``.
+
+        Each variable sees the ones before it. ``old`` makes it an UPDATE; ``namespace_labels`` are
+        the labels of ``namespaceObject`` (a Namespace without labels when not given).
+        """
+        ns_meta: dict[str, Any] = {"name": namespace}
+        if namespace_labels is not None:
+            ns_meta["labels"] = dict(namespace_labels)
         act: dict[str, Any] = {
             "object": json_to_cel(dict(pod)),
-            "oldObject": None,
+            "oldObject": json_to_cel(dict(old)) if old is not None else None,
             "request": json_to_cel(
                 {
                     "namespace": namespace,
-                    "operation": "CREATE",
+                    "operation": "CREATE" if old is None else "UPDATE",
                     "kind": {"group": "", "version": "v1", "kind": "Pod"},
                     "resource": {"group": "", "version": "v1", "resource": "pods"},
                 }
             ),
+            "namespaceObject": json_to_cel({"apiVersion": "v1", "kind": "Namespace", "metadata": ns_meta}),
             "params": json_to_cel(dict(params)) if params is not None else None,
         }
         values: dict[celtypes.StringType, Any] = {}
@@ -297,9 +311,11 @@ class Policy:
         act["variables"] = celtypes.MapType(values)
         return act
 
-    def results(self, pod: Mapping[str, Any], namespace: str, params: Mapping[str, Any] | None = None) -> list[bool]:
+    def results(
+        self, pod: Mapping[str, Any], namespace: str, params: Mapping[str, Any] | None = None, **kw: Any
+    ) -> list[bool]:
         """Each validation's value (an evaluation error raises: nothing here expects one)."""
-        act = self.activation(pod, namespace, params)
+        act = self.activation(pod, namespace, params, **kw)
         out = []
         for program in self.validations:
             value = program.evaluate(act)
@@ -307,10 +323,12 @@ class Policy:
             out.append(bool(value))
         return out
 
-    def message(self, index: int, pod: Mapping[str, Any], namespace: str, params: Mapping[str, Any] | None) -> str:
+    def message(
+        self, index: int, pod: Mapping[str, Any], namespace: str, params: Mapping[str, Any] | None = None, **kw: Any
+    ) -> str:
         program = self.messages[index]
         assert program is not None
-        value = program.evaluate(self.activation(pod, namespace, params))
+        value = program.evaluate(self.activation(pod, namespace, params, **kw))
         assert isinstance(value, str)  # celpy's string + string is a plain str
         return value
 
@@ -589,29 +607,157 @@ def test_known_divergences(value: str, real: list[str], mirrored: list[str], why
 
 
 # --------------------------------------------------------------------------------------------
+# Networks stay as admitted: the UPDATE policy, real CEL against its mirror
+
+IMMUTABLE: Final = Policy(admission.networks_immutable_policy())
+IMMUTABLE_NAMES: Final = tuple(name for name, _expr, _msg in admission.IMMUTABLE_CHECKS)
+GUID_PATCH: Final = '[{"name":"ib-vision","cni-args":{"guid":"02:00:00:00:00:00:20:00"}}]'
+
+#: (old annotations, new annotations, checks that must fail) — an UPDATE of a team pod.
+UPDATES: Final[list[tuple[dict[str, str], dict[str, str], list[str]]]] = [
+    ({NET: "ib-vision"}, {NET: "ib-vision"}, []),
+    ({NET: "ib-vision"}, {NET: "ib-vision", "team/owner": "x"}, []),  # other annotations may change
+    ({}, {}, []),
+    ({}, {"team/owner": "x"}, []),
+    ({DEFAULT_NET: "vision/ib"}, {DEFAULT_NET: "vision/ib"}, []),
+    ({NET: "ib-vision"}, {NET: GUID_PATCH}, ["networks-unchanged"]),  # the review's attack
+    ({NET: "ib-vision"}, {NET: "speech/ib-speech"}, ["networks-unchanged"]),
+    ({}, {NET: "ib-vision"}, ["networks-unchanged"]),  # added
+    ({NET: "ib-vision"}, {}, ["networks-unchanged"]),  # removed
+    ({NET: ""}, {}, ["networks-unchanged"]),  # present-but-empty is not absent
+    ({}, {DEFAULT_NET: "speech/ib"}, ["default-network-unchanged"]),
+    ({NET: "a", DEFAULT_NET: "b"}, {NET: "c", DEFAULT_NET: "d"}, ["networks-unchanged", "default-network-unchanged"]),
+]
+
+
+def _with_annotations(annotations: dict[str, str]) -> dict[str, Any]:
+    return pod(annotations or None)
+
+
+@pytest.mark.parametrize(("old", "new", "failing"), UPDATES)
+def test_network_annotations_cannot_change_on_update(
+    old: dict[str, str], new: dict[str, str], failing: list[str]
+) -> None:
+    results = IMMUTABLE.results(_with_annotations(new), NS, old=_with_annotations(old))
+    real = [name for name, ok in zip(IMMUTABLE_NAMES, results, strict=True) if not ok]
+    assert real == admission.networks_update_violations(old, new) == failing
+
+
+def test_update_validations_line_up_with_check_names() -> None:
+    spec = admission.networks_immutable_policy()["spec"]
+    assert [v["expression"] for v in spec["validations"]] == [e for _n, e, _m in admission.IMMUTABLE_CHECKS]
+    assert [k for _n, k in admission.IMMUTABLE_ANNOTATIONS] == [NET, DEFAULT_NET]
+
+
+def test_update_policy_matches_updates_of_pods_and_their_status() -> None:
+    """Annotations can be written through pods/status too (the status strategy keeps metadata)."""
+    spec = admission.networks_immutable_policy()["spec"]
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["UPDATE"] and rule["resources"] == ["pods", "pods/status"]
+    assert (
+        spec["matchConstraints"]["namespaceSelector"]
+        == admission.networks_policy()["spec"]["matchConstraints"]["namespaceSelector"]
+    )
+    create = admission.networks_policy()["spec"]["matchConstraints"]["resourceRules"][0]
+    assert create["operations"] == ["CREATE"], "the CREATE checks never block a status update"
+
+
+# --------------------------------------------------------------------------------------------
+# Partition policy: a pod requests only its own namespace's partition resource
+
+PARTITION: Final = Policy(admission.partition_policy())
+OWN: Final = {teams.PARTITION_LABEL: "sriov8001", teams.TEAM_LABEL: "vision"}
+
+
+def _asks(resource: str, where: str = "containers", kind: str = "limits") -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c", "image": "b", "resources": {kind: {resource: "1"}}}
+    if where == "sidecar":
+        where, container["restartPolicy"] = "initContainers", "Always"
+    spec: dict[str, Any] = {where: [container]}
+    if where != "containers":
+        spec["containers"] = [{"name": "main", "image": "b"}]
+    return spec
+
+
+PARTITION_CASES: Final[list[tuple[str, dict[str, Any], Mapping[str, str] | None, bool]]] = [
+    ("own partition, limits", _asks("nvidia.com/sriov8001"), OWN, True),
+    ("own partition, requests", _asks("nvidia.com/sriov8001", kind="requests"), OWN, True),
+    ("no partition resource", _asks("nvidia.com/gpu"), OWN, True),
+    ("nothing at all", {}, None, True),
+    ("gpu in a namespace without partition", _asks("nvidia.com/gpu"), None, True),
+    ("foreign partition", _asks("nvidia.com/sriov8002"), OWN, False),
+    ("foreign partition, requests", _asks("nvidia.com/sriov8002", kind="requests"), OWN, False),
+    ("foreign partition, init container", _asks("nvidia.com/sriov8002", "initContainers"), OWN, False),
+    ("own partition, init container", _asks("nvidia.com/sriov8001", "initContainers"), OWN, True),
+    ("foreign partition, native sidecar", _asks("nvidia.com/sriov8002", "sidecar"), OWN, False),
+    ("foreign partition, ephemeral container", _asks("nvidia.com/sriov8002", "ephemeralContainers"), OWN, False),
+    ("any partition, namespace without one", _asks("nvidia.com/sriov8001"), {teams.TEAM_LABEL: "plain"}, False),
+    ("any partition, unlabelled namespace", _asks("nvidia.com/sriov8001"), None, False),
+    ("lookalike under the prefix", _asks("nvidia.com/sriov8001x"), OWN, False),
+]
+
+
+@pytest.mark.parametrize(("label", "spec", "labels", "allowed"), PARTITION_CASES, ids=[c[0] for c in PARTITION_CASES])
+def test_partition_policy_with_real_cel(
+    label: str, spec: dict[str, Any], labels: Mapping[str, str] | None, allowed: bool
+) -> None:
+    p = pod(**spec)
+    assert PARTITION.results(p, NS, namespace_labels=labels) == [allowed], label
+    own = "nvidia.com/" + labels[teams.PARTITION_LABEL] if labels and teams.PARTITION_LABEL in labels else None
+    assert (admission.partition_resource_violations(p["spec"], own) == []) == allowed, "mirror agrees"
+    message = PARTITION.message(0, p, NS, namespace_labels=labels)
+    assert ("nvidia.com/sriov8001" in message) == (own is not None), message
+
+
+def test_partition_label_is_what_the_team_namespace_carries(cfg_of: Any) -> None:
+    """The policy builds the resource from the label exactly as quotas and NADs spell it."""
+    cfg = cfg_of("onprem")
+    for team in cfg.teams:
+        labels = teams.namespace(cfg, team)["metadata"]["labels"]
+        act = PARTITION.activation(pod(), team.ns, namespace_labels=labels)
+        assert act["variables"] == {
+            "ownPartition": resources.sriov_resource(team.partition.pkey),
+            "ownPartitionOnly": True,
+        }
+        nad = teams.nad(cfg, team)
+        assert nad is not None and nad["metadata"]["annotations"][teams.RESOURCE_NAME_ANNOTATION] == str(
+            act["variables"]["ownPartition"]
+        )
+
+
+# --------------------------------------------------------------------------------------------
 # AKS pool policy (no mirror: real CEL is the only test of it)
 
 POOL: Final = Policy(admission.pool_policy())
 OTHER_POOL: Final = "ndother"
 
 
-def _scheduling_config_map() -> dict[str, Any]:
-    """The param the pool binding names: the first AKS team's gpuaas-scheduling ConfigMap."""
+def _team_namespace_labels() -> dict[str, str]:
+    """The labels of the first AKS team's namespace: where the pool policy reads the pool."""
+    cfg = parse_config(raw_stack("aks"))
+    return dict(teams.namespace(cfg, cfg.teams[0])["metadata"]["labels"])
+
+
+NS_LABELS: Final = _team_namespace_labels()
+POOL_KEY: Final = teams.AKS_POOL_LABEL
+POOL_NAME: Final = NS_LABELS[teams.POOL_LABEL]
+
+
+def test_pool_comes_from_the_namespace_not_a_parameter() -> None:
+    assert "paramKind" not in admission.pool_policy()["spec"] and "paramRef" not in admission.pool_binding()["spec"]
+    selector = admission.pool_binding()["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert {"key": teams.POOL_LABEL, "operator": "Exists"} in selector
+    assert POOL_NAME == "ndh100a" != OTHER_POOL
     cfg = parse_config(raw_stack("aks"))
     cm = teams.scheduling_config_map(cfg, cfg.teams[0])
-    assert cm is not None
-    return cm
+    assert cm is not None and cm["data"]["nodeSelectorValue"] == POOL_NAME, "the Jobs' template agrees"
 
 
-PARAMS: Final = _scheduling_config_map()
-POOL_KEY: Final = PARAMS["data"]["nodeSelectorKey"]
-POOL_NAME: Final = PARAMS["data"]["nodeSelectorValue"]
-
-
-def test_pool_param_is_what_the_binding_names() -> None:
-    assert admission.pool_binding()["spec"]["paramRef"]["name"] == PARAMS["metadata"]["name"] == teams.SCHEDULING
-    assert admission.pool_policy()["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
-    assert POOL_KEY == teams.AKS_POOL_LABEL and POOL_NAME != OTHER_POOL
+def test_editing_the_scheduling_config_map_changes_nothing() -> None:
+    """The review's attack: a team rewrites gpuaas-scheduling to point at another pool. No effect."""
+    forged = {"data": {"nodeSelectorKey": POOL_KEY, "nodeSelectorValue": OTHER_POOL}}
+    spec = {"containers": _gpu(), "nodeSelector": {POOL_KEY: OTHER_POOL}}
+    assert POOL.results(pod(**spec), "team-vision", forged, namespace_labels=NS_LABELS) == [False]
 
 
 def _gpu(limits: bool = False, resource: str = "nvidia.com/gpu") -> list[dict[str, Any]]:
@@ -631,16 +777,15 @@ def _affinity(*terms: list[str], key: str = teams.AKS_POOL_LABEL, operator: str 
     }
 
 
+_PLAIN: Final = [{"name": "main", "image": "busybox"}]
+_SELECT: Final = {"nodeSelector": {POOL_KEY: POOL_NAME}}
+
 POOL_CASES: Final[list[tuple[str, dict[str, Any], bool]]] = [
     ("gpu, no selector", {"containers": _gpu()}, False),
-    ("gpu, pool nodeSelector", {"containers": _gpu(), "nodeSelector": {POOL_KEY: POOL_NAME}}, True),
-    (
-        "gpu limits only, pool nodeSelector",
-        {"containers": _gpu(limits=True), "nodeSelector": {POOL_KEY: POOL_NAME}},
-        True,
-    ),
+    ("gpu, pool nodeSelector", {"containers": _gpu(), **_SELECT}, True),
+    ("gpu limits only, pool nodeSelector", {"containers": _gpu(limits=True), **_SELECT}, True),
     ("gpu limits only, no selector", {"containers": _gpu(limits=True)}, False),
-    ("rdma, no selector", {"containers": _gpu(resource="rdma/hca_shared_devices_a")}, False),
+    ("rdma, no selector", {"containers": _gpu(resource="rdma/hcashared")}, False),
     ("gpu, other pool nodeSelector", {"containers": _gpu(), "nodeSelector": {POOL_KEY: OTHER_POOL}}, False),
     ("gpu, other nodeSelector key", {"containers": _gpu(), "nodeSelector": {"zone": POOL_NAME}}, False),
     ("gpu, affinity In [pool]", {"containers": _gpu(), "affinity": _affinity([POOL_NAME])}, True),
@@ -662,19 +807,29 @@ POOL_CASES: Final[list[tuple[str, dict[str, Any], bool]]] = [
     ("cpu only", {"containers": [{"name": "m", "image": "b", "resources": {"requests": {"cpu": "1"}}}]}, True),
     ("no resources", {}, True),
     ("cpu container + gpu container", {"containers": [{"name": "a", "image": "b"}, *_gpu()]}, False),
+    # every container list asks too (item 7): init containers, native sidecars, ephemeral containers
+    ("gpu init container, no selector", {"containers": _PLAIN, "initContainers": _gpu()}, False),
+    ("gpu init container, pool nodeSelector", {"containers": _PLAIN, "initContainers": _gpu(), **_SELECT}, True),
+    (
+        "rdma native sidecar, no selector",
+        {"containers": _PLAIN, "initContainers": [{**_gpu(resource="rdma/hcashared")[0], "restartPolicy": "Always"}]},
+        False,
+    ),
+    ("gpu ephemeral container, no selector", {"containers": _PLAIN, "ephemeralContainers": _gpu()}, False),
+    ("cpu init container, no selector", {"containers": _PLAIN, "initContainers": _PLAIN}, True),
 ]
 
 
 @pytest.mark.parametrize(("label", "spec", "allowed"), POOL_CASES, ids=[c[0] for c in POOL_CASES])
 def test_pool_policy_with_real_cel(label: str, spec: dict[str, Any], allowed: bool) -> None:
     p = pod(**spec)
-    assert POOL.results(p, "team-vision", PARAMS) == [allowed], label
-    message = POOL.message(0, p, "team-vision", PARAMS)
-    assert f"nodeSelector {POOL_KEY}={POOL_NAME} " in message and teams.SCHEDULING in message, message
+    assert POOL.results(p, "team-vision", namespace_labels=NS_LABELS) == [allowed], label
+    message = POOL.message(0, p, "team-vision", namespace_labels=NS_LABELS)
+    assert message.endswith(f"nodeSelector {POOL_KEY}={POOL_NAME}"), message
 
 
 def test_pool_variable_sees_the_pod() -> None:
-    act = POOL.activation(pod(containers=_gpu()), "team-vision", PARAMS)
-    assert act["variables"] == {"wantsAccelerator": True}
-    act = POOL.activation(pod(), "team-vision", PARAMS)
-    assert act["variables"] == {"wantsAccelerator": False}
+    act = POOL.activation(pod(containers=_gpu()), "team-vision", namespace_labels=NS_LABELS)
+    assert act["variables"] == {"wantsAccelerator": True, "pool": POOL_NAME}
+    act = POOL.activation(pod(), "team-vision", namespace_labels=NS_LABELS)
+    assert act["variables"] == {"wantsAccelerator": False, "pool": POOL_NAME}

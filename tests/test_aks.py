@@ -13,10 +13,12 @@ from pulumi.runtime import rpc
 
 from components import resources, rules
 from components.aks import (
+    NODE_TEMPLATE_RESOURCES_TAG,
     AksCluster,
     agent_pool_args,
     decode_kubeconfig,
     managed_cluster_args,
+    node_resources,
     pool_capacity,
 )
 from components.config import StackConfig
@@ -60,6 +62,11 @@ def _pool_inputs(pool: str, max_count: int) -> dict[str, Any]:
         "nodeTaints": ["nvidia.com/gpu=present:NoSchedule"],
         "nodeLabels": _labels(pool),
         "gpuProfile": {"driver": "None"},
+        # the cluster autoscaler's template node for an empty pool (components/aks.py)
+        "tags": {
+            "k8s.io_cluster-autoscaler_node-template_resources_nvidia.com_gpu": "8",
+            "k8s.io_cluster-autoscaler_node-template_resources_rdma_hcashared": "1000",
+        },
     }
 
 
@@ -123,7 +130,7 @@ def test_gpu_driver_is_skipped_on_every_gpu_pool(run_of: Callable[[str], Run]) -
     assert pools
     for r in pools:
         assert r.inputs["gpuProfile"] == {"driver": "None"}, r.name
-        assert "tags" not in r.inputs  # the retired SkipGPUDriverInstall tag is not used
+        assert "SkipGPUDriverInstall" not in r.inputs["tags"]  # the retired tag is not used
 
 
 def test_cluster_carries_only_the_system_pool_inline(run_of: Callable[[str], Run]) -> None:
@@ -275,6 +282,10 @@ def test_agent_pool_args_defaults() -> None:
         "node_taints": ["nvidia.com/gpu=present:NoSchedule"],
         "node_labels": _labels("gpu"),
         "gpu_profile": {"driver": "None"},
+        "tags": {
+            "k8s.io_cluster-autoscaler_node-template_resources_nvidia.com_gpu": "8",
+            "k8s.io_cluster-autoscaler_node-template_resources_rdma_hcashared": "1000",
+        },
     }
 
 
@@ -305,6 +316,53 @@ def test_agent_pool_args_custom() -> None:
     assert args["node_labels"] == {"team": "training", **_labels("ndh100a", mig="all-1g.18gb")}
     assert args["node_labels"] == {"team": "training", **pool_labels(cfg, cfg.aks.gpu_pools[0])}
     assert args["gpu_profile"] == {"driver": "None"}
+
+
+def _autoscaler_reads(tags: dict[str, str]) -> dict[str, str]:
+    """What the cluster autoscaler makes of the tags: every ``_`` and ``~2`` after the prefix is ``/``
+    (kubernetes/autoscaler cloudprovider/azure ``extractAllocatableResourcesFromScaleSet``)."""
+    prefix = "k8s.io_cluster-autoscaler_node-template_resources_"
+    return {k.split(prefix)[1].replace("_", "/").replace("~2", "/"): v for k, v in tags.items() if k.startswith(prefix)}
+
+
+def test_an_empty_pool_advertises_what_its_nodes_will_offer() -> None:
+    """Item 5: the autoscaler's template node has the RDMA and GPU resources the pods ask for."""
+    cfg = _cfg()
+    assert cfg.aks is not None
+    for pool in cfg.aks.gpu_pools:
+        seen = _autoscaler_reads(agent_pool_args(cfg, pool)["tags"])
+        assert (
+            seen
+            == {"nvidia.com/gpu": "8", "rdma/hcashared": "1000"}
+            == {k: str(v) for k, v in node_resources(cfg, pool).items()}
+        )
+
+
+def test_a_mig_pool_advertises_its_instances() -> None:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["quotaPolicy"] = {"allowOversubscription": True}
+        raw["platform"]["gpuPools"][0]["mig"] = {"layout": "all-1g.10gb"}
+
+    cfg = _cfg(edit)
+    assert cfg.aks is not None
+    seen = _autoscaler_reads(agent_pool_args(cfg, cfg.aks.gpu_pools[0])["tags"])
+    assert seen == {"nvidia.com/mig-1g.10gb": "56", "rdma/hcashared": "1000"}
+
+
+def test_an_underscore_name_cannot_be_a_node_template() -> None:
+    """Why the default changed: the old name reads back as another resource; it is not tagged."""
+    assert _autoscaler_reads({NODE_TEMPLATE_RESOURCES_TAG + "rdma_hca_shared_devices_a": "1"}) == {
+        "rdma/hca/shared/devices/a": "1"
+    }
+
+    def edit(raw: dict[str, Any]) -> None:
+        raw["network"]["rdmaResourceName"] = "hca_shared_devices_a"
+        for pool in raw["platform"]["gpuPools"]:
+            pool["minCount"] = 1
+
+    cfg = _cfg(edit)  # allowed: the pools never scale from zero
+    assert cfg.aks is not None
+    assert _autoscaler_reads(agent_pool_args(cfg, cfg.aks.gpu_pools[0])["tags"]) == {"nvidia.com/gpu": "8"}
 
 
 def test_managed_cluster_args_pins_version_and_names() -> None:
@@ -413,6 +471,12 @@ BAD: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
         _platform(existingCluster=True),
         "gpuaas:platform.resourceGroup.create",
         "set resourceGroup.create: false",
+    ),
+    (
+        "rdma-name-the-autoscaler-cannot-template",
+        lambda raw: raw["network"].update(rdmaResourceName="hca_shared_devices_a"),
+        "gpuaas:network.rdmaResourceName",
+        "pools ndh100a, ndh100b (minCount 0) would never scale up for RDMA pods",
     ),
     (
         "label-owned-by-gpuaas",

@@ -379,6 +379,86 @@ INVALID: list[tuple[str, str, list[Edit], str, str]] = [
         "gpuaas:versions.docaDriver",
         "pinned image tag",
     ),
+    (
+        "isolation-unknown-target",
+        "onprem",
+        [_set("verification", {"isolationPairs": [{"client": "vision", "server": "nobody"}]})],
+        "gpuaas:verification.isolationPairs[0].server",
+        "'nobody' is not a target: a team with a partition",
+    ),
+    (
+        "isolation-same-partition",
+        "aks",
+        [
+            _set(
+                "verification", {"aksPools": True, "isolationPairs": [{"client": "training", "server": "pool-ndh100a"}]}
+            ),
+        ],
+        "gpuaas:verification.isolationPairs[0].server",
+        "both in pool ndh100a: a probe between them would connect",
+    ),
+    (
+        "isolation-pool-without-aks-pools",
+        "aks",
+        [_set("verification", {"isolationPairs": [{"client": "pool-ndh100a", "server": "training"}]})],
+        "gpuaas:verification.isolationPairs[0].client",
+        "(known: finetune, training)",
+    ),
+    (
+        "isolation-duplicate",
+        "onprem",
+        [
+            _set(
+                "verification",
+                {
+                    "isolationPairs": [
+                        {"client": "vision", "server": "speech"},
+                        {"client": "vision", "server": "speech"},
+                    ]
+                },
+            )
+        ],
+        "gpuaas:verification.isolationPairs[1]",
+        "the same probe as verification.isolationPairs[0]",
+    ),
+    (
+        "isolation-server-without-rdma-quota",
+        "onprem",
+        [
+            _set("teams[5].quota", {"rdma": 0}),
+            _set("verification", {"isolationPairs": [{"client": "vision", "server": "platform-qa"}]}),
+        ],
+        "gpuaas:verification.isolationPairs[0].server",
+        "has quota.rdma: 0, so its probe pod",
+    ),
+    (
+        "perftest-unpinned",
+        "onprem",
+        [_set("versions", {"perftestDigest": None})],
+        "gpuaas:versions.perftestDigest",
+        "needs a pin: a digest (sha256:…) or a tag in versions.perftest",
+    ),
+    (
+        "perftest-digest-grammar",
+        "onprem",
+        [_set("versions", {"perftestDigest": "sha256:ABC"})],
+        "gpuaas:versions.perftestDigest",
+        "not an image digest",
+    ),
+    (
+        "burn-in-schedule",
+        "onprem",
+        [_set("verification", {"burnIn": {"enabled": True, "schedule": "every night"}})],
+        "gpuaas:verification.burnIn.schedule",
+        "not a CronJob schedule",
+    ),
+    (
+        "burn-in-priority-not-below-teams",
+        "onprem",
+        [_set("verification", {"burnIn": {"priority": 0}})],
+        "gpuaas:verification.burnIn.priority",
+        "less than or equal to -1",
+    ),
 ]
 
 
@@ -428,6 +508,22 @@ VALID: list[tuple[str, str, list[Edit]]] = [
         "aks",
         [_set("platform.existingCluster", True), _set("platform.resourceGroup.create", False)],
     ),
+    (
+        "isolation-pairs-and-burn-in",
+        "aks",
+        [
+            _set(
+                "verification",
+                {
+                    "aksPools": True,
+                    "isolationPairs": [{"client": "pool-ndh100a", "server": "finetune"}],
+                    "burnIn": {"enabled": True, "schedule": "@weekly", "priority": -5},
+                },
+            )
+        ],
+    ),
+    ("isolation-none", "onprem", [_set("verification", {"isolationPairs": []})]),
+    ("perftest-by-tag", "onprem", [_set("versions", {"perftestDigest": None, "perftest": "20260714-101500"})]),
 ]
 
 

@@ -114,6 +114,14 @@ def test_nccl_rows_one_per_run_from_rank_0() -> None:
     assert g.overall(g.ib_rows("vision", "j", "Complete", [IB_CLIENT_LOG]) + rows)
 
 
+def test_nccl_row_notes_the_average_and_latency_when_the_bench_reports_them() -> None:
+    summary = {"label": "gdr", "rank": 0, "peak_busbw_gbps": 48.1, "avg_busbw_gbps": 41.25, "bw_mode": "batch"}
+    summary |= {"latency_p50_us": 12.0, "latency_p99_us": 19.5, "gdrdma": True, "passed": True}
+    text = "ALLREDUCE_RESULT " + json.dumps(summary) + '\nVERIFY_RUN {"label": "gdr", "rc": 0}\n'
+    (row,) = g.nccl_rows("vision", "j", "Complete", [text])
+    assert row.note == "avg 41.25 GB/s (batch), p50/p99 12.0/19.5 us, GDRDMA yes, rc 0"
+
+
 def test_nccl_gdr_below_threshold_fails() -> None:
     logs = [_nccl_pod_log(0, 30.0, 1, False), _nccl_pod_log(1, 30.0, 1, False)]
     rows = g.nccl_rows("vision", "vision/verify-nccl", "Failed", logs)
@@ -150,8 +158,20 @@ def test_table() -> None:
     rows = g.ib_rows("vision", "vision/verify-ib-client", "Complete", [IB_CLIENT_LOG])
     text = g.format_table(rows)
     header, line = text.splitlines()
-    assert header.split() == ["target", "check", "job", "state", "value", "threshold", "unit", "result", "note"]
-    assert line.split()[:8] == [
+    assert header.split() == [
+        "proof",
+        "target",
+        "check",
+        "job",
+        "state",
+        "value",
+        "threshold",
+        "unit",
+        "result",
+        "note",
+    ]
+    assert line.split()[:9] == [
+        "positive",
         "vision",
         "ib_write_bw",
         "vision/verify-ib-client",
@@ -163,12 +183,64 @@ def test_table() -> None:
     ]
 
 
+PROBE_BLOCKED_LOG = """\
+isolation probe: vision on mlx5_12 (P_Key 0x8001) -> inference at isolation-vision-to-inference-server.inference.svc
+ remote address: LID 0x31 QPN 0x0129 PSN 0x51e0f RKey 0x1fff00 VAddr 0x007f8a44000000
+ Completion with error at client
+ Failed status 12: wr_id 0 syndrom 0x81
+ISOLATION_RESULT {"client": "vision", "server": "inference", "device": "mlx5_12", "pkey": "0x8001", "rc": 1, \
+"verdict": "blocked", "reason": "Failed status 12: wr_id 0 syndrom 0x81 (IBV_WC_RETRY_EXC_ERR: no acknowledgement \
+from the other partition)", "passed": true}
+"""
+SERVER_QUIET = 'ISOLATION_SERVER {"device": "mlx5_20", "pkey": "0x8005", "rc": 1, "completed": false}\n'
+SERVER_LEAK = 'ISOLATION_SERVER {"device": "mlx5_20", "pkey": "0x8005", "rc": 0, "completed": true}\n'
+
+
+def _probe_log(verdict: str, passed: bool, reason: str) -> str:
+    result = {"client": "vision", "server": "inference", "verdict": verdict, "reason": reason, "passed": passed}
+    return "ISOLATION_RESULT " + json.dumps(result) + "\n"
+
+
+def test_isolation_row_passes_on_the_partition_error() -> None:
+    (row,) = g.isolation_rows("vision", "inference", "vision/iso", "Complete", [PROBE_BLOCKED_LOG], [SERVER_QUIET])
+    assert (row.proof, row.target, row.check, row.passed) == ("negative", "vision", "isolation -> inference", True)
+    assert row.note.startswith("blocked: Failed status 12: wr_id 0 syndrom 0x81 (IBV_WC_RETRY_EXC_ERR")
+    assert g.overall([row])
+
+
+def test_isolation_row_fails_loudly_on_a_leak_seen_by_either_side() -> None:
+    leak = _probe_log("leak", False, "RDMA writes completed: bytes crossed from vision into inference")
+    (row,) = g.isolation_rows("vision", "inference", "j", "Failed", [leak], [SERVER_QUIET])
+    assert (row.passed, row.note) == (False, "LEAK: RDMA writes completed: bytes crossed from vision into inference")
+    # The client says blocked, but the server finished a test: that is a leak too.
+    (row,) = g.isolation_rows("vision", "inference", "j", "Complete", [PROBE_BLOCKED_LOG], [SERVER_LEAK])
+    assert row.passed is False and row.note.startswith("LEAK")
+    (row,) = g.isolation_rows("vision", "inference", "j", "Failed", [], [SERVER_LEAK])
+    assert (row.passed, row.note) == (False, "LEAK: the server completed a test")
+
+
+def test_isolation_row_inconclusive_or_missing_is_not_a_pass() -> None:
+    other = _probe_log("inconclusive", False, "the server never answered over the pod network")
+    (row,) = g.isolation_rows("vision", "inference", "j", "Failed", [other], [])
+    assert (row.passed, row.note) == (False, "inconclusive: the server never answered over the pod network")
+    (row,) = g.isolation_rows("vision", "inference", "j", "Running", [], [])
+    assert (row.passed, row.note) == (None, "no result")
+    assert not g.overall([row])
+
+
 def test_gather_against_a_fake_kubectl() -> None:
-    pods = {"verify-ib-client": ["verify-ib-client-x7k2p"], "verify-nccl": ["verify-nccl-1-b", "verify-nccl-0-a"]}
+    pods = {
+        "verify-ib-client": ["verify-ib-client-x7k2p"],
+        "verify-nccl": ["verify-nccl-1-b", "verify-nccl-0-a"],
+        "isolation-vision-to-inference": ["isolation-vision-to-inference-q1"],
+        "isolation-vision-to-inference-server": ["isolation-vision-to-inference-server-z9"],
+    }
     logs = {
         "verify-ib-client-x7k2p": IB_CLIENT_LOG,
         "verify-nccl-0-a": _nccl_pod_log(0, 47.93, 0, True),
         "verify-nccl-1-b": _nccl_pod_log(1, 47.93, 0, True),
+        "isolation-vision-to-inference-q1": PROBE_BLOCKED_LOG,
+        "isolation-vision-to-inference-server-z9": SERVER_QUIET,
     }
     seen: list[list[str]] = []
 
@@ -184,11 +256,13 @@ def test_gather_against_a_fake_kubectl() -> None:
         return None
 
     rows = g.gather("onprem", kubectl)
-    assert [(r.target, r.check, r.passed) for r in rows] == [
-        ("vision", "ib_write_bw", True),
-        ("vision", "nccl gdr", True),
-        ("vision", "nccl rdma", True),
-        ("vision", "nccl tcp", True),
+    assert [(r.proof, r.target, r.check, r.passed) for r in rows] == [
+        ("positive", "vision", "ib_write_bw", True),
+        ("positive", "vision", "nccl gdr", True),
+        ("positive", "vision", "nccl rdma", True),
+        ("positive", "vision", "nccl tcp", True),
+        ("negative", "vision", "isolation -> inference", True),
     ]
     assert ["get", "job", "-n", "vision", "verify-nccl", "-o", "json"] in seen
+    assert ["get", "job", "-n", "inference", "isolation-vision-to-inference-server", "-o", "json"] in seen
     assert g.overall(rows)

@@ -10,16 +10,18 @@ import kubernetes_validate
 import pytest
 
 from components.network_operator import (
+    MELLANOX_LABEL,
     POD_SECURITY_LABELS,
     RELEASE,
     namespace,
     network_operator_values,
     node_affinity,
+    node_feature_rule,
     tolerations,
 )
 from components.offline import Run
-from tests.network_cases import K8S_VERSION, NETWORK_OPERATOR, aks, custom, defaults
-from tests.schema_helpers import assert_value_paths_exist, missing_value_paths
+from tests.network_cases import K8S_VERSION, NETWORK_OPERATOR, aks, aks_raw, custom, defaults
+from tests.schema_helpers import assert_value_paths_exist, missing_value_paths, validate_against_crd
 
 # --------------------------------------------------------------------------------------------
 # Snapshots
@@ -190,3 +192,84 @@ def test_every_network_child_is_parented_prefixed_and_named(run_of: Callable[[st
 def test_ib_sriov_cni_is_onprem_only(run_of: Callable[[str], Run]) -> None:
     assert run_of("onprem").named("gpuaas-nic-cluster-policy-ib-sriov-cni")
     assert not [r for r in run_of("aks").records if r.name.endswith("ib-sriov-cni")]
+
+
+# --------------------------------------------------------------------------------------------
+# Who labels Mellanox nodes (issue 11, item 1)
+
+NFD_CRD = NETWORK_OPERATOR / "charts/node-feature-discovery/crds/nfd-api-crds.yaml"
+AZURE_NFD_RULE = Path("aks-rdma-infiniband/tests/setup-infra/network-operator-nfd.yaml")
+
+
+def test_aks_stack_deploys_the_azure_reference_rule(upstream: Path, cfg_of: Callable[[str], Any]) -> None:
+    import yaml
+
+    rule = node_feature_rule(cfg_of("aks"))
+    assert rule is not None, "Pulumi.aks.yaml turns the chart's rules off, so gpuaas's must run"
+    validate_against_crd(rule, upstream / NFD_CRD)
+    (ours,) = rule["spec"]["rules"]
+    (theirs,) = yaml.safe_load((upstream / AZURE_NFD_RULE).read_text())["spec"]["rules"]
+    assert ours["labels"] == theirs["labels"] == {MELLANOX_LABEL: "true"}
+    (match,) = ours["matchFeatures"]
+    (ref,) = theirs["matchFeatures"]
+    assert match["feature"] == ref["feature"] == "pci.device"
+    assert match["matchExpressions"]["device"] == ref["matchExpressions"]["device"]
+    assert match["matchExpressions"]["vendor"] == {"op": "In", "value": ["15b3"]}, "Mellanox only, unlike the guide"
+
+
+def test_onprem_rule_matches_infiniband_class(upstream: Path) -> None:
+    rule = node_feature_rule(custom())
+    assert rule is not None
+    validate_against_crd(rule, upstream / NFD_CRD)
+    assert rule["spec"]["rules"][0]["matchFeatures"][0]["matchExpressions"] == {
+        "vendor": {"op": "In", "value": ["15b3"]},
+        "class": {"op": "In", "value": ["0207"]},
+    }
+
+
+def test_no_gpuaas_rule_while_the_charts_runs() -> None:
+    assert network_operator_values(defaults())["nfd"]["deployNodeFeatureRules"] is True
+    assert node_feature_rule(defaults()) is None
+    off = aks(deployNodeFeatureRules=False, nodeFeatureRule=False, ofedDriver="host", nodeSelector={"x": "y"})
+    assert node_feature_rule(off) is None
+
+
+def test_the_rule_is_applied_before_the_nic_cluster_policy(run_of: Callable[[str], Run]) -> None:
+    run = run_of("aks")
+    rule = run.named("gpuaas-nic-cluster-policy-node-feature-rule")
+    assert rule.type == "kubernetes:nfd.k8s-sigs.io/v1alpha1:NodeFeatureRule"
+    assert rule.urn in run.named("gpuaas-nic-cluster-policy-policy").dependencies
+    assert run.named("gpuaas-network-operator-release").urn in rule.dependencies
+    assert not any(r.name.endswith("-node-feature-rule") for r in run_of("onprem").records)
+
+
+@pytest.mark.parametrize(
+    ("network", "refused"),
+    [
+        ({"deployNodeFeatureRules": False, "nodeFeatureRule": False, "ofedDriver": "container"}, True),
+        ({"deployNodeFeatureRules": False, "nodeFeatureRule": False, "ofedDriver": "host"}, True),  # nodeSelector
+        (
+            {
+                "deployNodeFeatureRules": False,
+                "nodeFeatureRule": False,
+                "ofedDriver": "host",
+                "nodeSelector": {"kubernetes.azure.com/accelerator": "nvidia"},
+            },
+            False,  # nothing selects on the label: the operator's own labels are not needed
+        ),
+        ({"deployNodeFeatureRules": False, "nodeFeatureRule": True, "ofedDriver": "container"}, False),
+        ({"deployNodeFeatureRules": True, "nodeFeatureRule": False, "ofedDriver": "container"}, False),
+    ],
+)
+def test_a_stack_where_nobody_labels_mellanox_nodes_is_refused(network: dict[str, Any], refused: bool) -> None:
+    from components.errors import ConfigError
+    from components.loader import parse_config
+
+    raw = aks_raw(network=network)
+    if not refused:
+        parse_config(raw)
+        return
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw)
+    (issue,) = [str(i) for i in err.value.issues if "nodeFeatureRule" in i.path]
+    assert issue.startswith("gpuaas:network.nodeFeatureRule: false") and MELLANOX_LABEL in issue

@@ -128,7 +128,7 @@ DEFAULTS_POLICY = {
                 "configList": [
                     {
                         "resourcePrefix": "rdma",
-                        "resourceName": "hca_shared_devices_a",
+                        "resourceName": "hcashared",
                         "rdmaHcaMax": 1000,
                         "selectors": ONPREM_PF_SELECTORS,
                     }

@@ -33,8 +33,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
 
+from components import admission, teams
 from components import resources as res
-from components import teams
 from components.offline import ROOT, Record, run_program
 from components.types import SEMVER_TAG
 from policy import policies as pol
@@ -179,6 +179,16 @@ def release(version: Any, resource_type: str = RELEASE) -> PolicyResource:
     return resource(resource_type, props)
 
 
+def partition_guard(actions: list[str] | None = None) -> list[PolicyResource]:
+    """The partition admission policy and its binding, as components/admission.py renders them."""
+    meta = {"name": pol.PARTITION_POLICY}
+    binding = {"policyName": pol.PARTITION_POLICY, "validationActions": actions or ["Deny"]}
+    return [
+        resource(pol.VAP_TYPE, {"kind": "ValidatingAdmissionPolicy", "metadata": meta, "spec": {}}),
+        resource(pol.VAP_BINDING_TYPE, {"kind": "ValidatingAdmissionPolicyBinding", "metadata": meta, "spec": binding}),
+    ]
+
+
 def platform(*extra: PolicyResource) -> list[PolicyResource]:
     """A compliant two-team stack: what the components produce, in miniature, plus ``extra``."""
     return [
@@ -200,6 +210,7 @@ def platform(*extra: PolicyResource) -> list[PolicyResource]:
             networks=networks_json(("vision", "ib-vision")),
         ),
         release("v26.4.1"),
+        *partition_guard(),
         *extra,
     ]
 
@@ -217,13 +228,14 @@ def test_compliant_platform_has_no_violations() -> None:
 
 def test_pack_lists_every_policy_once_and_is_mandatory() -> None:
     names = [p.name for p in pol.POLICIES]
-    assert len(names) == len(set(names)) == 6
+    assert len(names) == len(set(names)) == 7
     assert pol.ENFORCEMENT.value == "mandatory"
     text = (Path(pol.__file__).parent / "__main__.py").read_text()
     assert text.count("PolicyPack(") == 1 and "def " not in text
 
 
 def test_constants_match_the_components() -> None:
+    assert pol.PARTITION_POLICY == admission.PARTITION_POLICY
     assert pol.TEAM_LABEL == teams.TEAM_LABEL
     assert pol.RESOURCE_NAME_ANNOTATION == teams.RESOURCE_NAME_ANNOTATION
     assert res.sriov_resource(0x0001).startswith(pol.SRIOV_PREFIX)
@@ -295,6 +307,23 @@ def test_partition_resource_named_by_two_teams_is_reported() -> None:
         f"partition resource {SRIOV_VISION} is named by the NADs of teams ['language', 'vision']: each IB "
         "partition's VF pool belongs to exactly one team"
     ]
+
+
+@pytest.mark.parametrize("drop", [pol.VAP_TYPE, pol.VAP_BINDING_TYPE])
+def test_partitions_without_their_admission_guard_are_reported(drop: str) -> None:
+    base = [r for r in platform() if r.resource_type != drop]
+    (message,) = violations_of(pol.partition_guard, base=base)
+    assert f"{SRIOV_VISION}" in message and pol.PARTITION_POLICY in message
+
+
+def test_a_guard_that_only_warns_does_not_count() -> None:
+    base = [r for r in platform() if r.resource_type != pol.VAP_BINDING_TYPE] + partition_guard(["Warn"])[1:]
+    assert len(violations_of(pol.partition_guard, base=base)) == 1
+
+
+def test_no_partitions_need_no_guard() -> None:
+    base = [r for r in platform() if r.resource_type not in (pol.NAD_TYPE, pol.VAP_TYPE, pol.VAP_BINDING_TYPE)]
+    assert violations_of(pol.partition_guard, base=base) == []
 
 
 def test_shared_non_partition_resource_is_usable_by_every_team_naming_it() -> None:

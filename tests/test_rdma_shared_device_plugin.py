@@ -43,7 +43,7 @@ DEFAULTS_CONFIG = {
     "configList": [
         {
             "resourcePrefix": "rdma",
-            "resourceName": "hca_shared_devices_a",
+            "resourceName": "hcashared",
             "rdmaHcaMax": 1000,
             "selectors": ONPREM_PF_SELECTORS,
         }
@@ -135,7 +135,7 @@ def test_defaults_snapshot() -> None:
         "data": {"config.json": json.dumps(DEFAULTS_CONFIG, indent=2) + "\n"},
     }
     assert daemonset(cfg) == defaults_daemonset(_digest(cfg))
-    assert resource(cfg) == "rdma/hca_shared_devices_a"
+    assert resource(cfg) == "rdma/hcashared"
 
 
 def test_custom_snapshot() -> None:

@@ -1,8 +1,9 @@
 """Teams as stack config: invariants (hypothesis), bad-input table, and the wired program.
 
 Invariants: reordering ``gpuaas:teams`` changes nothing; adding a team leaves every other team's
-objects byte-identical except one ``requests.<its sriov resource>: "0"`` line in their quotas
-(:mod:`components.quotas` explains why that line must exist); no GUID is in two partitions;
+objects, and the shared team objects (member role, admission policies), byte-identical — foreign
+partition resources are refused by admission, not zeroed in each quota (:mod:`components.quotas`);
+no GUID is in two partitions;
 every rendered ``partitions.conf`` passes the tests' own OpenSM grammar checker.
 """
 
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components import resources, sriov_host, teams
+from components import admission, plan, quotas, resources, sriov_host, teams
 from components.config import StackConfig
 from components.errors import ConfigError
 from components.loader import parse_config
@@ -82,6 +83,19 @@ def _rendered(cfg: StackConfig) -> dict[str, str]:
     }
 
 
+def _bytes(cfg: StackConfig) -> dict[str, bytes]:
+    """Every team's objects and the team-wide ones as the bytes the plan writes (components/plan.py)."""
+    out = {
+        f"{t.name}/{role}": plan.dump(plan._ordered(obj)).encode()
+        for t in cfg.teams
+        for role, obj in teams.team_objects(cfg, t).items()
+    }
+    out["*/member-role"] = plan.dump(plan._ordered(teams.cluster_role())).encode()
+    for role, obj in admission.admission_objects(cfg).items():
+        out[f"*/{role}"] = plan.dump(plan._ordered(obj)).encode()
+    return out
+
+
 PROPS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -104,18 +118,18 @@ def test_adding_a_team_leaves_the_others_alone(team_list: list[dict[str, Any]], 
     without = [t for i, t in enumerate(team_list) if i != new]
     small, big = _cfg(without), _cfg(team_list)
     added = big.teams[new]
-    before, after = _rendered(small), _rendered(big)
+    before, after = _bytes(small), _bytes(big)
     assert set(after) - set(before) == {f"{added.name}/{role}" for role in teams.team_objects(big, added)}
     assert set(before) <= set(after)
-    zero_line = {f"requests.{resources.sriov_resource(added.partition.pkey)}": "0"}
-    for key, text in before.items():
-        if key.endswith("/quota"):
-            old, cur = json.loads(text), json.loads(after[key])
-            assert cur["spec"]["hard"] == {**old["spec"]["hard"], **zero_line}
-            old["spec"]["hard"] = cur["spec"]["hard"] = {}
-            assert old == cur
-        else:
-            assert after[key] == text, key
+    changed = sorted(key for key, data in before.items() if after[key] != data)
+    assert changed == [], f"adding {added.name!r} changed {changed}"
+    # isolation kept: the others' quotas do not name the new partition, and admission refuses it there
+    foreign = resources.sriov_resource(added.partition.pkey)
+    for team in small.teams:
+        assert f"requests.{foreign}" not in quotas.quota_hard(big, team)
+        spec = {"containers": [{"name": "m", "resources": {"limits": {foreign: "1"}}}]}
+        assert admission.partition_resource_violations(spec, quotas.own_partition_resource(team)) == [foreign]
+        assert admission.partition_resource_violations(spec, foreign) == []
     # the other teams' partition lines are untouched
     old_lines = set(partitions_conf(small).splitlines())
     new_lines = set(partitions_conf(big).splitlines())
@@ -304,10 +318,7 @@ def test_removing_a_team_removes_exactly_its_objects() -> None:
     assert removed == {n for n in before if n.startswith(("gpuaas-teams-language-", "gpuaas-queues-language-"))}
     assert not set(after) - set(before)
     for name, rec in after.items():
-        if name.startswith("gpuaas-teams-") and name.endswith("-quota"):
-            hard_b, hard_a = rec.inputs["spec"]["hard"], before[name].inputs["spec"]["hard"]
-            assert {**hard_b, "requests.nvidia.com/sriov8002": "0"} == hard_a
-        elif name.startswith("gpuaas-teams-"):
+        if name.startswith(("gpuaas-teams-", "gpuaas-admission-")):
             assert rec.inputs == before[name].inputs, name
 
 

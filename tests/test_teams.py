@@ -146,15 +146,26 @@ def test_sriov_operator_renderers(upstream: Path, cfg_of: Any) -> None:
     assert onprem is not None
 
 
-def test_quota_names_every_extended_resource(cfg_of: Any) -> None:
+def test_quota_names_every_extended_resource_but_foreign_partitions(cfg_of: Any) -> None:
     for stack in ("onprem", "aks"):
         cfg = cfg_of(stack)
         universe = quotas.extended_resources(cfg)
-        assert set(capacity(cfg)) <= universe
+        assert {r for r in capacity(cfg) if not quotas.is_partition_resource(r)} <= universe
+        assert not any(quotas.is_partition_resource(r) for r in universe)
         for team in cfg.teams:
             hard = quotas.quota_hard(cfg, team)
-            assert {k.removeprefix("requests.") for k in hard if "/" in k} == universe
-            assert not any(k.startswith("limits.") and "/" in k for k in hard), "extended resources: requests only"
+            own = quotas.own_partition_resource(team) if cfg.onprem is not None else None
+            assert {k.removeprefix("requests.") for k in hard if "/" in k} == universe | ({own} if own else set())
+            assert not any(k.startswith("limits.") for k in hard), "no limits in the quota: pods state requests only"
+
+
+def test_own_partition_is_listed_even_without_an_rdma_quota(cfg_of: Any) -> None:
+    """Zero VFs for a team whose quota says rdma 0: its own resource is named, with "0"."""
+    raw = raw_stack("onprem")
+    raw["teams"][0]["quota"]["rdma"] = 0
+    cfg = parse_config(raw)
+    assert quotas.quota_hard(cfg, cfg.teams[0])["requests.nvidia.com/sriov8001"] == "0"
+    assert quotas.quota_hard(cfg_of("onprem"), cfg_of("onprem").teams[0])["requests.nvidia.com/sriov8001"] == "16"
 
 
 def test_onprem_quota_values() -> None:
@@ -169,16 +180,17 @@ def test_onprem_quota_values() -> None:
     assert hard["requests.nvidia.com/gpu"] == "0"
     assert hard["requests.nvidia.com/gpu.shared"] == "0"
     if cfg.network.rdma_shared_device_plugin != "none":
-        assert hard["requests.rdma/hca_shared_devices_a"] == "0", "a partitioned team gets no shared PF RDMA"
+        assert hard["requests.rdma/hcashared"] == "0", "a partitioned team gets no shared PF RDMA"
     others = [f"requests.nvidia.com/sriov800{k}" for k in (1, 2, 3, 5, 6)]
-    assert all(hard[k] == "0" for k in others)
-    assert hard["requests.cpu"] == "64" and hard["limits.memory"] == "512Gi" and hard["pods"] == "200"
+    assert not any(k in hard for k in others), "foreign partitions are admission's (gpuaas-team-partition)"
+    assert hard["requests.cpu"] == "64" and hard["requests.memory"] == "512Gi" and hard["pods"] == "200"
+    assert "limits.memory" not in hard
 
 
 def test_aks_quota_uses_rdma_shared_resource(cfg_of: Any) -> None:
     cfg = cfg_of("aks")
     hard = quotas.quota_hard(cfg, cfg.teams[0])
-    assert hard["requests.rdma/hca_shared_devices_a"] == "32"
+    assert hard["requests.rdma/hcashared"] == "32"
     assert hard["requests.nvidia.com/gpu"] == "32"
     assert not any("sriov" in k for k in hard)
 
@@ -210,6 +222,21 @@ def test_namespace_role_and_binding(cfg_of: Any) -> None:
     binding = teams.role_binding(team)
     assert binding is not None and binding["subjects"][0]["name"] == "oidc:team-vision"
     assert teams.role_binding(team.model_copy(update={"groups": []})) is None
+
+
+def _verbs(resource: str, group: str = "") -> set[str]:
+    rules = teams.cluster_role()["rules"]
+    return {v for r in rules if group in r["apiGroups"] and resource in r["resources"] for v in r["verbs"]}
+
+
+def test_team_role_never_edits_a_live_pod() -> None:
+    """Pods are created and deleted, not patched: the networks annotation stays as admitted."""
+    assert _verbs("pods") == {"get", "list", "watch", "create", "delete", "deletecollection"}
+    assert not _verbs("pods/ephemeralcontainers") and not _verbs("pods/status") - {"get", "list", "watch"}
+    assert {"create"} <= _verbs("pods/exec") and _verbs("pods/log") == {"get", "list", "watch"}
+    # what the role still writes, for contrast: workloads and their config
+    assert {"update", "patch"} <= _verbs("configmaps") and {"update", "patch"} <= _verbs("deployments", "apps")
+    assert not _verbs("namespaces"), "namespace labels are what the admission policies trust"
 
 
 def test_aks_scheduling_defaults(cfg_of: Any) -> None:
@@ -297,12 +324,34 @@ def test_cel_text_has_every_check() -> None:
         assert expr.count("(") == expr.count(")") and expr.count("'") % 2 == 0
 
 
-def test_pool_policy_only_on_aks(cfg_of: Any) -> None:
-    assert set(admission.admission_objects(cfg_of("onprem"))) == {"networks-policy", "networks-binding"}
+NETWORK_GUARDS = {"networks-policy", "networks-binding", "networks-immutable-policy", "networks-immutable-binding"}
+
+
+def test_partition_guard_on_prem_pool_guard_on_aks(cfg_of: Any) -> None:
+    onprem = admission.admission_objects(cfg_of("onprem"))
+    assert set(onprem) == NETWORK_GUARDS | {"partition-policy", "partition-binding"}
+    assert "matchResources" not in onprem["partition-binding"]["spec"], "every namespace, not only team ones"
     objs = admission.admission_objects(cfg_of("aks"))
-    assert objs["pool-binding"]["spec"]["paramRef"] == {"name": teams.SCHEDULING, "parameterNotFoundAction": "Deny"}
+    assert set(objs) == NETWORK_GUARDS | {"pool-policy", "pool-binding"}
+    assert "paramRef" not in objs["pool-binding"]["spec"] and "paramKind" not in objs["pool-policy"]["spec"]
     expr = objs["pool-policy"]["spec"]["validations"][0]["expression"]
-    assert "nodeSelector" in expr and "nodeAffinity" in expr and "params.data.nodeSelectorValue" in expr
+    assert "nodeSelector" in expr and "nodeAffinity" in expr and "variables.pool" in expr
+    assert "params" not in json.dumps(objs["pool-policy"]), "no parameter object a team could edit"
+
+
+def test_namespaces_carry_what_admission_reads(cfg_of: Any) -> None:
+    onprem, aks = cfg_of("onprem"), cfg_of("aks")
+    labels = teams.namespace(onprem, onprem.teams[0])["metadata"]["labels"]
+    assert labels[teams.PARTITION_LABEL] == "sriov8001" and teams.POOL_LABEL not in labels
+    assert "nvidia.com/" + labels[teams.PARTITION_LABEL] == quotas.own_partition_resource(onprem.teams[0])
+    labels = teams.namespace(aks, aks.teams[0])["metadata"]["labels"]
+    assert labels[teams.POOL_LABEL] == "ndh100a" and teams.PARTITION_LABEL not in labels
+    plain = onprem.teams[0].model_copy(update={"partition": None})
+    assert teams.PARTITION_LABEL not in teams.namespace(onprem, plain)["metadata"]["labels"]
+
+
+def test_limit_range_sets_requests_not_limits() -> None:
+    assert quotas.limit_range_limits() == [{"type": "Container", "defaultRequest": {"cpu": "1", "memory": "2Gi"}}]
 
 
 def test_team_namespaces_are_protected_until_the_team_is_retired() -> None:

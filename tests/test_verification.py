@@ -18,9 +18,9 @@ from components import admission, teams
 from components import verification as v
 from components.config import StackConfig
 from components.loader import parse_config
-from components.offline import Run
+from components.offline import Run, run_program
 from components.resources import GPU, rdma_shared_resource, sriov_resource
-from tests.conftest import raw_stack
+from tests.conftest import qualified, raw_stack
 
 K8S_VERSION = "1.33.0"
 BASH = shutil.which("bash")
@@ -266,7 +266,7 @@ def test_ib_pair_server_service_client(cfg_of: Callable[[str], StackConfig]) -> 
     assert cenv["IB_SERVER"] == svc["metadata"]["name"] and cenv["IB_MIN_GBPS"] == "360"
     for job in (server, client):
         c = job["spec"]["template"]["spec"]["containers"][0]
-        assert c["image"] == f"{cfg.versions.perftest_image}:{cfg.versions.perftest}"
+        assert c["image"] == f"{cfg.versions.perftest_image}@{cfg.versions.perftest_digest}"
         assert c["resources"]["limits"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/sriov8001": "1"}
         assert "k8s.v1.cni.cncf.io/networks" in job["spec"]["template"]["metadata"]["annotations"]
     assert "--report_gbits" in v.IB_SERVER_SH and "--report_gbits" in v.IB_CLIENT_SH
@@ -278,7 +278,7 @@ def test_aks_pods_tolerate_and_select_their_pool(cfg_of: Callable[[str], StackCo
         assert terms == [{"matchExpressions": [{"key": v.AKS_POOL_LABEL, "operator": "In", "values": ["ndh100a"]}]}]
         assert pod["tolerations"][0]["key"] == "nvidia.com/gpu", role
         c = pod["containers"][0]
-        assert "rdma/hca_shared_devices_a" in c["resources"]["limits"]
+        assert "rdma/hcashared" in c["resources"]["limits"]
         env = {e["name"]: e["value"] for e in c["env"]}
         assert "VF_ENV" not in env
         if role == "nccl":
@@ -318,6 +318,10 @@ def test_the_three_nccl_runs() -> None:
     assert "run gdr 29500 NCCL_NET_GDR_LEVEL=SYS NCCL_NET_GDR_READ=1 --" in script
     assert "run rdma 29501 NCCL_NET_GDR_LEVEL=LOC --" in script
     assert "run tcp 29502 NCCL_IB_DISABLE=1 --" in script
+    # TCP runs at a few GB/s: all_reduce only, up to 256 MiB; the RDMA runs take the bench defaults (to 1 GiB).
+    (tcp,) = [line for line in script.splitlines() if line.startswith("run tcp")]
+    assert tcp.endswith(f"--ops all_reduce --max-bytes {256 * 1024 * 1024}")
+    assert "--max-bytes" not in next(line for line in script.splitlines() if line.startswith("run gdr"))
     # Only the GPUDirect run is judged against the threshold and must show GDRDMA.
     judged = [line for line in script.splitlines() if "--min-busbw-gbps" in line]
     assert len(judged) == 1 and judged[0].startswith("run gdr") and "--require-gdrdma" in judged[0]
@@ -441,7 +445,7 @@ def test_plan_has_the_proofs_as_children_of_verification(run_of: Callable[[str],
     run = run_of("onprem")
     comp = run.named("gpuaas-verification")
     assert comp.type == "gpuaas:index:Verification"
-    children = {r.name: r for r in run.records if r.parent == comp.urn}
+    children = {r.name: r for r in run.records if r.parent == comp.urn and "-isolation-" not in r.name}
     assert sorted(children) == sorted(
         f"gpuaas-verification-vision-{role}"
         for role in ("scripts", "ib-service", "ib-server", "ib-client", "nccl-service", "nccl")
@@ -453,5 +457,308 @@ def test_plan_has_the_proofs_as_children_of_verification(run_of: Callable[[str],
     assert nccl.type == "kubernetes:batch/v1:Job"
     assert nccl.inputs["spec"]["completionMode"] == "Indexed"
     assert run.outputs["verificationJobs"] == {
-        "vision": {"ib_write_bw": "vision/verify-ib-client", "nccl": "vision/verify-nccl"}
+        "vision": {
+            "ib_write_bw": "vision/verify-ib-client",
+            "nccl": "vision/verify-nccl",
+            "isolation:inference": "vision/isolation-vision-to-inference",
+        }
     }
+    probes = {r.name: r for r in run.records if r.name.startswith("gpuaas-verification-isolation-")}
+    assert sorted(probes) == [
+        f"gpuaas-verification-isolation-vision-to-inference-{role}" for role in ("client", "server", "service")
+    ]
+    assert {r.inputs["metadata"]["namespace"] for r in probes.values()} == {"vision", "inference"}
+    assert not any(r.type == "kubernetes:batch/v1:CronJob" for r in run.records)  # burn-in is off by default
+
+
+# --------------------------------------------------------------------------------------------
+# Negative proofs: isolation probes
+
+
+def _with(which: str, **verification: Any) -> StackConfig:
+    raw = raw_stack(which)
+    raw["verification"] = {**raw.get("verification", {}), **verification}
+    return parse_config(raw)
+
+
+def test_default_probe_is_each_target_against_the_next_partition_by_name(
+    cfg_of: Callable[[str], StackConfig],
+) -> None:
+    # onprem: teams by name are inference, language, platform-qa, research, speech, vision; after vision
+    # comes (wrapping) inference.
+    (p,) = v.isolation_probes(cfg_of("onprem"))
+    assert (p.client.key, p.server.key, p.client_domain, p.server_domain) == (
+        "vision",
+        "inference",
+        "P_Key 0x0001",
+        "P_Key 0x0005",
+    )
+    # The server is a team without verify: its target exists for the probe alone.
+    assert (p.server.namespace, p.server.rdma_resource, p.server.network) == (
+        "inference",
+        "nvidia.com/sriov8005",
+        "ib-inference",
+    )
+    (a,) = v.isolation_probes(cfg_of("aks"))
+    assert (a.client.key, a.server.key, a.server.pool) == ("training", "finetune", "ndh100b")
+
+
+def test_aks_pools_probe_each_pool_against_the_next_pool() -> None:
+    got = [(p.client.key, p.server.key) for p in v.isolation_probes(aks_with_pools())]
+    assert got == [("training", "finetune"), ("pool-ndh100a", "pool-ndh100b"), ("pool-ndh100b", "pool-ndh100a")]
+
+
+def test_configured_pairs_replace_the_default_and_an_empty_list_runs_none() -> None:
+    cfg = _with(
+        "onprem", isolationPairs=[{"client": "vision", "server": "speech"}, {"client": "language", "server": "vision"}]
+    )
+    assert [(p.client.key, p.server.key) for p in v.isolation_probes(cfg)] == [
+        ("vision", "speech"),
+        ("language", "vision"),
+    ]
+    assert v.isolation_probes(_with("onprem", isolationPairs=[])) == []
+
+
+def test_probes_do_not_move_when_teams_are_reordered() -> None:
+    raw = raw_stack("onprem")
+    before = [(p.client.key, p.server.key) for p in v.isolation_probes(parse_config(raw))]
+    raw["teams"].reverse()
+    assert [(p.client.key, p.server.key) for p in v.isolation_probes(parse_config(raw))] == before
+
+
+def test_default_probe_skips_a_team_whose_quota_admits_no_rdma_device() -> None:
+    raw = raw_stack("onprem")
+    inference = next(t for t in raw["teams"] if t["name"] == "inference")
+    inference["quota"]["rdma"] = 0
+    (p,) = v.isolation_probes(parse_config(raw))
+    assert (p.client.key, p.server.key) == ("vision", "language")
+
+
+def test_one_partition_only_has_nothing_to_probe() -> None:
+    raw = raw_stack("aks")
+    raw["teams"] = [t for t in raw["teams"] if t["name"] == "training"]
+    assert v.isolation_probes(parse_config(raw)) == []
+
+
+def test_probe_pods_each_in_their_own_namespace_with_their_own_network(cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = cfg_of("onprem")
+    (p,) = v.isolation_probes(cfg)
+    m = v.probe_manifests(cfg, p)
+    client, server, svc = m["client"], m["server"], m["service"]
+    for job, t in ((client, p.client), (server, p.server)):
+        tmpl = job["spec"]["template"]
+        assert job["metadata"]["namespace"] == t.namespace
+        nets = json.loads(tmpl["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+        assert nets == [{"name": t.network, "namespace": t.namespace, "interface": "net1"}]
+        assert tmpl["metadata"]["annotations"] == v.network_annotation(t)  # the one helper
+        assert admission.networks_violations(tmpl["metadata"]["annotations"], t.namespace) == []
+        c = tmpl["spec"]["containers"][0]
+        assert c["resources"]["limits"] == {"cpu": "1", "memory": "1Gi", t.rdma_resource: "1"}
+        assert c["image"] == v.perftest_image(cfg)
+        assert job["spec"]["backoffLimit"] == 0 and job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+        (apart,) = tmpl["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert apart["namespaces"] == ["inference", "vision"]
+        assert apart["labelSelector"]["matchLabels"].items() <= tmpl["metadata"]["labels"].items()
+    # Its twin: the client asking for the server's network (the cross-partition attach the probe must not
+    # need) is what admission refuses in the client's namespace.
+    assert admission.networks_violations(v.network_annotation(p.server), p.client.namespace) != []
+    assert client["spec"]["template"]["spec"]["containers"][0]["command"][2] == v.ISOLATION_CLIENT_SH
+    assert server["spec"]["template"]["spec"]["containers"][0]["command"][2] == v.ISOLATION_SERVER_SH
+    # The client learns the server's address over the pod network, through the server's Service.
+    assert svc["metadata"]["namespace"] == "inference"
+    assert svc["spec"]["selector"].items() <= server["spec"]["template"]["metadata"]["labels"].items()
+    assert not svc["spec"]["selector"].items() <= client["spec"]["template"]["metadata"]["labels"].items()
+    env = {e["name"]: e["value"] for e in client["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["ISO_SERVER"] == "isolation-vision-to-inference-server.inference.svc"
+    assert (env["ISO_CLIENT"], env["ISO_TARGET"], env["VF_ENV"]) == (
+        "vision",
+        "inference",
+        "PCIDEVICE_NVIDIA_COM_SRIOV8001",
+    )
+    assert v.probe_job_names(p) == {
+        "client": "vision/isolation-vision-to-inference",
+        "server": "inference/isolation-vision-to-inference-server",
+    }
+
+
+@pytest.mark.parametrize("which", ["onprem", "aks", "aks-pools"])
+def test_probe_objects_are_valid_kubernetes_and_baseline(which: str, cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = aks_with_pools() if which == "aks-pools" else cfg_of(which)
+    probes = v.isolation_probes(cfg)
+    assert probes
+    for p in probes:
+        for obj in v.probe_manifests(cfg, p).values():
+            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+            if obj["kind"] == "Job":
+                assert baseline_violations(obj["spec"]["template"]["spec"]) == []
+
+
+def test_aks_probe_pods_run_on_their_own_pools(cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = cfg_of("aks")
+    (p,) = v.isolation_probes(cfg)
+    for role, pool in (("client", "ndh100a"), ("server", "ndh100b")):
+        pod = v.probe_manifests(cfg, p)[role]["spec"]["template"]["spec"]
+        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [{"matchExpressions": [{"key": v.AKS_POOL_LABEL, "operator": "In", "values": [pool]}]}]
+        assert "k8s.v1.cni.cncf.io/networks" not in v.probe_manifests(cfg, p)[role]["spec"]["template"]["metadata"].get(
+            "annotations", {}
+        )
+
+
+def test_perftest_is_pinned_by_digest_and_a_mirror_tag_is_kept(cfg_of: Callable[[str], StackConfig]) -> None:
+    # Upstream publishes only `latest` (issue 11 item 4: the old default tag v1.0.0 never existed).
+    cfg = cfg_of("onprem")
+    assert v.perftest_image(cfg) == f"ghcr.io/azure/aks-rdma-infiniband/ibtools@{cfg.versions.perftest_digest}"
+    assert cfg.versions.perftest is None
+    raw = raw_stack("onprem")
+    raw["versions"] = {"perftestImage": "registry.example.com/gpuaas/ibtools", "perftest": "20260714"}
+    mirrored = parse_config(raw)
+    assert v.perftest_image(mirrored) == f"registry.example.com/gpuaas/ibtools:20260714@{cfg.versions.perftest_digest}"
+    raw["versions"]["perftestDigest"] = None
+    assert v.perftest_image(parse_config(raw)) == "registry.example.com/gpuaas/ibtools:20260714"
+
+
+def test_long_names_are_shortened_to_a_label() -> None:
+    name = v._bounded("isolation-" + "a" * 40 + "-to-" + "b" * 40)
+    assert len(name) <= 63 and name.startswith("isolation-aaaa") and not name.endswith("-")
+    assert v._bounded("isolation-x-to-y") == "isolation-x-to-y"
+    assert v._bounded("a" * 70) != v._bounded("a" * 71)
+
+
+# The scripts against fake perftest runs: what each outcome prints and exits with.
+
+PROBE_EXCHANGE = """\
+ local address: LID 0x2f QPN 0x0127 PSN 0x8a3c1 RKey 0x1fff00 VAddr 0x007f3c2a000000
+ remote address: LID 0x31 QPN 0x0129 PSN 0x51e0f RKey 0x1fff00 VAddr 0x007f8a44000000
+---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+"""
+PROBE_BLOCKED = (
+    PROBE_EXCHANGE
+    + """\
+ Completion with error at client
+ Failed status 12: wr_id 0 syndrom 0x81
+scnt=100, ccnt=0
+"""
+)
+PROBE_LEAK = PROBE_EXCHANGE + " 65536      100              97.51              97.44              0.185861\n"
+PROBE_OTHER = PROBE_EXCHANGE + " Completion with error at client\n Failed status 10: wr_id 0 syndrom 0x88\n"
+PROBE_UNREACHABLE = " Couldn't connect to isolation-vision-to-inference-server.inference.svc:18515\n"
+
+
+def _fake_probe_tool(out: str, rc: int) -> str:
+    return f'cat <<"EOF"\n{out}EOF\nexit {rc}\n'
+
+
+def _run_probe(tmp_path: Path, out: str, rc: int) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    scripts, env = _stage(tmp_path, {"ib_write_bw": _fake_probe_tool(out, rc), "sleep": "exit 0\n"})
+    (scripts / "probe.sh").write_text(v.ISOLATION_CLIENT_SH)
+    env |= _sriov_sysfs(tmp_path) | {"ISO_CLIENT": "vision", "ISO_TARGET": "inference", "ISO_ATTEMPTS": "2"}
+    env["ISO_SERVER"] = "isolation-vision-to-inference-server.inference.svc"
+    done = subprocess.run([BASH or "bash", str(scripts / "probe.sh")], env=env, capture_output=True, text=True)
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("ISOLATION_RESULT ")]
+    return done, json.loads(line.split(" ", 1)[1])
+
+
+@needs_bash
+def test_probe_passes_only_on_the_partition_error(tmp_path: Path) -> None:
+    done, result = _run_probe(tmp_path, PROBE_BLOCKED, 1)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (result["verdict"], result["passed"], result["device"]) == ("blocked", True, "mlx5_12")
+    assert result["reason"].startswith("Failed status 12: wr_id 0 syndrom 0x81 (IBV_WC_RETRY_EXC_ERR")
+    assert "Failed status 12" in done.stdout  # the error itself is in the log
+
+
+@needs_bash
+@pytest.mark.parametrize(
+    ("out", "rc", "verdict", "said"),
+    [
+        (PROBE_LEAK, 0, "leak", "RDMA writes completed"),
+        (PROBE_LEAK, 1, "leak", "RDMA writes completed"),  # a result row is enough, whatever the exit status
+        (PROBE_OTHER, 1, "inconclusive", "not with the partition error: Completion with error"),
+        (PROBE_UNREACHABLE, 1, "inconclusive", "never answered over the pod network"),
+    ],
+)
+def test_probe_fails_on_anything_else(tmp_path: Path, out: str, rc: int, verdict: str, said: str) -> None:
+    done, result = _run_probe(tmp_path, out, rc)
+    assert done.returncode == 1
+    assert (result["verdict"], result["passed"]) == (verdict, False)
+    assert said in result["reason"]
+    assert ("ISOLATION BROKEN" in done.stderr) == (verdict == "leak")
+
+
+@needs_bash
+@pytest.mark.parametrize(("rc", "exit_code", "completed"), [(1, 0, False), (0, 1, True)])
+def test_probe_server_fails_loudly_when_the_test_completed(
+    tmp_path: Path, rc: int, exit_code: int, completed: bool
+) -> None:
+    scripts, env = _stage(tmp_path, {"ib_write_bw": _fake_probe_tool(PROBE_EXCHANGE, rc)})
+    (scripts / "server.sh").write_text(v.ISOLATION_SERVER_SH)
+    env |= _sriov_sysfs(tmp_path) | {"ISO_CLIENT": "vision"}
+    done = subprocess.run([BASH or "bash", str(scripts / "server.sh")], env=env, capture_output=True, text=True)
+    assert done.returncode == exit_code, done.stdout + done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("ISOLATION_SERVER ")]
+    assert json.loads(line.split(" ", 1)[1])["completed"] is completed
+
+
+# --------------------------------------------------------------------------------------------
+# Burn-in
+
+
+def test_burn_in_is_off_by_default(cfg_of: Callable[[str], StackConfig]) -> None:
+    cfg = cfg_of("onprem")
+    (t,) = v.targets(cfg)
+    assert v.burn_in_manifests(cfg, t, "") == {}
+
+
+def test_burn_in_runs_the_nccl_proof_per_node_group_at_the_lowest_priority() -> None:
+    cfg = _with("onprem", burnIn={"enabled": True, "schedule": "0 2 * * 6"})
+    (t,) = v.targets(cfg)
+    groups = [g for g, _l, _v in v.burn_in_groups(cfg, t)]
+    assert groups and all(sum(n.node_group == g for n in cfg.platform.nodes) >= 2 for g in groups)  # type: ignore[union-attr]
+    m = v.burn_in_manifests(cfg, t, "src")
+    g = groups[0]
+    cron, svc = m[f"burn-in-{g}"], m[f"burn-in-{g}-service"]
+    assert cron["spec"]["schedule"] == "0 2 * * 6" and cron["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == v.BURN_IN_PRIORITY_CLASS
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "gpuaas.io/node-group", "operator": "In", "values": [g]}]}]
+    assert pod["subdomain"] == svc["metadata"]["name"] and svc["spec"]["clusterIP"] == "None"
+    labels = cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+    # Not selected by the one-off proof's Service, and not paired with its pods.
+    assert not v.nccl_service(t)["spec"]["selector"].items() <= labels.items()
+    env = pod["containers"][0]["env"]
+    assert env[0] == {
+        "name": "JOB_NAME",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}},
+    }
+    assert {"name": "MASTER_ADDR", "value": f"$(JOB_NAME)-0.{svc['metadata']['name']}"} in env
+    assert pod["containers"][0]["command"] == ["/bin/bash", f"{v.SCRIPTS_DIR}/nccl.sh"]  # the same proof
+    pc = v.burn_in_priority_class(cfg)
+    assert (pc["value"], pc["preemptionPolicy"], pc["globalDefault"]) == (-1000, "Never", False)
+
+
+@pytest.mark.parametrize("which", ["onprem", "aks-pools"])
+def test_burn_in_objects_are_valid_kubernetes(which: str) -> None:
+    raw = raw_stack("aks" if which == "aks-pools" else "onprem")
+    raw["verification"] = {"burnIn": {"enabled": True}} | ({"aksPools": True} if which == "aks-pools" else {})
+    cfg = parse_config(raw)
+    objs = [v.burn_in_priority_class(cfg)]
+    for t in v.targets(cfg):
+        objs += list(v.burn_in_manifests(cfg, t, "src").values())
+    assert len(objs) > 1
+    for obj in objs:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    aks_groups = [v.burn_in_groups(cfg, t) for t in v.targets(cfg)]
+    if which == "aks-pools":
+        assert aks_groups[1] == [("ndh100a", v.AKS_POOL_LABEL, "ndh100a")]
+
+
+def test_burn_in_in_the_plan() -> None:
+    raw = raw_stack("onprem")
+    raw["verification"] = {"burnIn": {"enabled": True}}
+    run = run_program("onprem", config=qualified(raw))
+    kinds = {r.type for r in run.records if r.name.startswith("gpuaas-verification")}
+    assert {"kubernetes:batch/v1:CronJob", "kubernetes:scheduling.k8s.io/v1:PriorityClass"} <= kinds

@@ -3,10 +3,13 @@
 
     .venv/bin/python workloads/gather_results.py --context onprem-admin --stack onprem [--json results.json]
 
-The stack's config says which Jobs exist (:func:`components.verification.targets`); ``kubectl``
-reads each Job's status and its pods' logs; the scripts' one-line results (``IB_WRITE_BW_RESULT``,
-``ALLREDUCE_RESULT``, ``VERIFY_RUN``) give the numbers. Exit status 0 when every proof passed,
-1 otherwise (a missing or unfinished Job included).
+The stack's config says which Jobs exist (:func:`components.verification.targets` and
+:func:`components.verification.isolation_probes`); ``kubectl`` reads each Job's status and its pods'
+logs; the scripts' one-line results (``IB_WRITE_BW_RESULT``, ``ALLREDUCE_RESULT``, ``VERIFY_RUN``,
+``ISOLATION_RESULT``, ``ISOLATION_SERVER``) give the numbers and verdicts. One table holds both kinds
+of proof: *positive* (the partition carries RDMA and GPUDirect traffic at the expected rate) and
+*negative* (an RDMA write from one partition into another fails with the partition's error). Exit
+status 0 when every proof passed, 1 otherwise (a missing or unfinished Job included).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 IB_MARK = "IB_WRITE_BW_RESULT "
 ALLREDUCE_MARK = "ALLREDUCE_RESULT "
 RUN_MARK = "VERIFY_RUN "
+ISOLATION_MARK = "ISOLATION_RESULT "
+ISOLATION_SERVER_MARK = "ISOLATION_SERVER "
 #: perftest's result line under the ``BW average[Gb/sec]`` header: bytes, iterations, peak, average, rate.
 _PERFTEST_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
 
@@ -83,6 +88,8 @@ class Row:
     unit: str
     passed: bool | None
     note: str = ""
+    #: ``positive`` (traffic flows as it must) or ``negative`` (traffic between partitions is refused).
+    proof: str = "positive"
 
 
 def ib_rows(target: str, job: str, state: str, logs: Sequence[str]) -> list[Row]:
@@ -121,6 +128,10 @@ def nccl_rows(target: str, job: str, state: str, logs: Sequence[str]) -> list[Ro
         r = results.get(label, {})
         rc = rcs.get(label)
         note = []
+        if r.get("avg_busbw_gbps") is not None:  # nccl-tests' closing average, for comparing with it
+            note.append(f"avg {r['avg_busbw_gbps']:.2f} GB/s ({r.get('bw_mode', '?')})")
+        if r.get("latency_p99_us") is not None:
+            note.append(f"p50/p99 {r['latency_p50_us']:.1f}/{r['latency_p99_us']:.1f} us")
         if r.get("gdrdma") is not None:
             note.append(f"GDRDMA {'yes' if r['gdrdma'] else 'no'}")
         if rc is not None:
@@ -148,6 +159,31 @@ def nccl_rows(target: str, job: str, state: str, logs: Sequence[str]) -> list[Ro
     return rows
 
 
+def isolation_rows(
+    client: str, server: str, job: str, state: str, logs: Sequence[str], server_logs: Sequence[str]
+) -> list[Row]:
+    """One negative-proof row from the probe client's result line, and the server's.
+
+    PASS only for the verdict ``blocked`` (the write failed with the partition error) with a server that
+    saw no completed test; ``leak`` (bytes got through, on either side) is a FAIL that says so first.
+    """
+    results = marked("\n".join(logs), ISOLATION_MARK)
+    served = marked("\n".join(server_logs), ISOLATION_SERVER_MARK)
+    check = f"isolation -> {server}"
+    leaked_at_server = any(r.get("completed") is True for r in served)
+    if not results:
+        note = "LEAK: the server completed a test" if leaked_at_server else "no result"
+        failed = state == "Failed" or leaked_at_server
+        return [Row(client, check, job, state, None, None, "", False if failed else None, note, "negative")]
+    r = results[-1]
+    verdict = str(r.get("verdict", "inconclusive"))
+    if leaked_at_server:
+        verdict = "leak"
+    passed = verdict == "blocked" and r.get("passed") is True
+    note = f"{'LEAK' if verdict == 'leak' else verdict}: {r.get('reason', '')}".rstrip(": ")
+    return [Row(client, check, job, state, None, None, "", passed, note, "negative")]
+
+
 def overall(rows: Sequence[Row]) -> bool:
     """Every proof passed and every Job completed."""
     return bool(rows) and all(r.passed is True and r.state == "Complete" for r in rows)
@@ -157,9 +193,10 @@ def format_table(rows: Sequence[Row]) -> str:
     def num(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}"
 
-    head = ("target", "check", "job", "state", "value", "threshold", "unit", "result", "note")
+    head = ("proof", "target", "check", "job", "state", "value", "threshold", "unit", "result", "note")
     body = [
         (
+            r.proof,
             r.target,
             r.check,
             r.job,
@@ -207,16 +244,22 @@ def gather(stack: str, kubectl: Kubectl) -> list[Row]:
     sys.path.insert(0, str(ROOT))
     from components.loader import parse_config
     from components.offline import stack_config
-    from components.verification import job_names, targets
+    from components.verification import isolation_probes, job_names, probe_job_names, targets
 
     raw = {k.split(":", 1)[1]: v for k, v in stack_config(stack).items() if k.startswith("gpuaas:")}
+    cfg = parse_config(raw)
     rows: list[Row] = []
-    for t in targets(parse_config(raw)):
+    for t in targets(cfg):
         names = job_names(t)
         state, logs = collect(kubectl, t.namespace, names["ib_write_bw"])
         rows += ib_rows(t.key, f"{t.namespace}/{names['ib_write_bw']}", state, logs)
         state, logs = collect(kubectl, t.namespace, names["nccl"])
         rows += nccl_rows(t.key, f"{t.namespace}/{names['nccl']}", state, logs)
+    for p in isolation_probes(cfg):
+        jobs = probe_job_names(p)
+        state, logs = collect(kubectl, *jobs["client"].split("/", 1))
+        _server_state, server_logs = collect(kubectl, *jobs["server"].split("/", 1))
+        rows += isolation_rows(p.client.key, p.server.key, jobs["client"], state, logs, server_logs)
     return rows
 
 
