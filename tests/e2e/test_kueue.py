@@ -18,7 +18,8 @@ Scenario (onprem stack, h100-full: 32 GPUs; vision 12 guaranteed + borrowing lim
 lending at most 8, speech 8): vision submits 24 GPUs while the others idle → 20 admitted (12 +
 8 borrowed), the rest waits; language and speech submit their shares → Kueue preempts vision's
 borrowed Jobs (suspended again) and admits theirs; vision can never get language's partition
-resource; a Job naming language's queue from vision's namespace is refused by the server.
+resource; a Job naming language's queue from vision's namespace is refused by the server; and
+within vision a ``production`` Job preempts one of vision's own default-priority Jobs.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import yaml
 from components import queues
 from components.config import StackConfig, Team
 from components.loader import parse_config
-from components.queue_admission import QUEUE_LABEL
+from components.queue_admission import PRIORITY_LABEL, QUEUE_LABEL
 from components.resources import GPU, sriov_resource
 from e2e import toolchain
 from e2e.controlplane import ControlPlane, _die_with_parent, free_port
@@ -371,6 +372,7 @@ def test_idle_gpus_are_borrowed_and_reclaimed_by_their_owners(kueue: tuple[Contr
     kube.wait_for("vision back to its 12", lambda: len(admitted(kube, A, "burst-")) == 3, 60)
     # (ClusterQueue status is written a moment after admission changes)
     kube.wait_for("vision borrows nothing", lambda: _gpu_usage(kube, A) == {"total": "12", "borrowed": "0"}, 60)
+    after_reclaim = admitted(kube, A, "burst-")
 
     # The two preempted were vision's borrowed Jobs: suspended again, evicted for reclamation.
     preempted = sorted(set(borrowed) - set(admitted(kube, A, "burst-")))
@@ -388,3 +390,16 @@ def test_idle_gpus_are_borrowed_and_reclaimed_by_their_owners(kueue: tuple[Contr
         60,
     )
     assert sum(int(n) for n in usage.values()) == 32
+
+    # 3. Within a team, priority decides (preemption.withinClusterQueue: LowerPriority): a
+    #    production Job of vision preempts one of its own default-priority Jobs, not another team's.
+    urgent = job(A, "urgent", A, four)
+    urgent["metadata"]["labels"][PRIORITY_LABEL] = "production"
+    kube.create(urgent, as_=member(TEAMS[A]))
+    kube.wait_for("the production Job admitted", lambda: admitted(kube, A, "urgent") == ["urgent"], 120)
+    kube.wait_for("vision still at its 12", lambda: len(admitted(kube, A, "burst-")) == 2, 60)
+    assert len(admitted(kube, B, "share-")) == 3 and len(admitted(kube, C, "share-")) == 2
+    evicted = set(after_reclaim) - set(admitted(kube, A, "burst-"))
+    (name,) = evicted
+    conditions = (workload_of(kube, A, name) or {}).get("status", {}).get("conditions") or []
+    assert any(c["type"] == "Preempted" and c.get("reason") == "InClusterQueue" for c in conditions), conditions
