@@ -13,6 +13,7 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -162,3 +163,19 @@ def test_generators_reach_accepted_configs() -> None:
     raw["queues"] = {"elastic": True}
     _check(parse_config(raw))
     assert resources.GPU in elastic.flavor_capacity(parse_config(raw))["ndh100a"]
+
+
+@pytest.mark.parametrize("gone", range(6))
+def test_removing_a_team_leaves_every_other_teams_queue_and_ceiling_alone(gone: int) -> None:
+    """Stable by construction: a team's share, limits and ceilings depend on it and the fleet only."""
+    full = parse_config(raw_stack("onprem"))
+    raw = raw_stack("onprem")
+    del raw["teams"][gone]
+    less = parse_config(raw)
+    before, after = queues.queue_objects(full), queues.queue_objects(less)
+    name = full.teams[gone].name
+    assert set(before) - set(after) == {f"{name}-cluster-queue", f"{name}-local-queue"}
+    assert all(after[role] == before[role] for role in after)
+    for t in less.teams:
+        old = next(o for o in full.teams if o.name == t.name)
+        assert quotas.quota_hard(less, t) == quotas.quota_hard(full, old)
