@@ -102,6 +102,11 @@ class Versions(Model):
     #: ``dra-driver-nvidia-gpu`` image the GPUCluster names.
     dra_driver_repository: str = versions.DRA_DRIVER_REPOSITORY
     dra_driver: ImageTag = versions.DRA_DRIVER
+    #: Kueue (``gpuaas:queues``): its chart (an OCI reference, no repository) and manager image.
+    kueue_chart: ChartVersion = versions.KUEUE_CHART
+    kueue_chart_ref: str = versions.KUEUE_CHART_REF
+    kueue_image: str = versions.KUEUE_IMAGE
+    kueue: ImageTag = versions.KUEUE
 
 
 # --------------------------------------------------------------------------------------------
@@ -527,6 +532,38 @@ class Quota(Model):
     pods: PositiveInt = 200
 
 
+class QueueAmounts(Model):
+    """Amounts per resource kind of a team's queue (a borrowing or a lending limit).
+
+    A kind left out has no limit of its own: a GPU kind may then borrow whatever its cohort
+    lends (at most the flavor's capacity) and lend all of its share; ``cpu``/``memory`` left out
+    of ``borrowingLimit`` borrow nothing (their fleet capacity is not in the config).
+    GPU kinds apply per node group (a Kueue ResourceFlavor); the partition resource (``rdma``)
+    is never lent or borrowed.
+    """
+
+    gpus: NonNegativeInt | None = None
+    mig: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    time_sliced_gpus: NonNegativeInt | None = None
+    cpu: str | None = None
+    memory: str | None = None
+
+
+class TeamQueue(Model):
+    """A team's Kueue queue; only with ``gpuaas:queues.elastic: true`` (components/elastic.py)."""
+
+    #: Most the team may use beyond its quota, from what its cohort lends.
+    borrowing_limit: QueueAmounts = QueueAmounts()
+    #: Most of its quota the team lends while it does not use it (at most the quota).
+    lending_limit: QueueAmounts = QueueAmounts()
+    #: Defaults to ``queues.cohort``: teams lend and borrow within one cohort only.
+    cohort: DnsLabel | None = None
+    #: Node groups (AKS: GPU pools) the team's queue uses, in order of preference; its quota of
+    #: each GPU kind lives in the first that offers it. Defaults to every group (AKS: its own
+    #: partition's pool, or the pools outside every team's partition).
+    node_groups: list[DnsLabel] = Field(default_factory=list)
+
+
 class Team(Model):
     """A tenant: a namespace with a quota, RBAC for its groups, and optionally an IB partition."""
 
@@ -542,6 +579,7 @@ class Team(Model):
     protect: bool = True
     partition: Partition | None = None
     quota: Quota = Quota()
+    queue: TeamQueue = TeamQueue()
     #: Run the ib_write_bw and NCCL proofs for this team after every ``pulumi up``.
     verify: bool = False
 
@@ -552,6 +590,58 @@ class Team(Model):
 
 # --------------------------------------------------------------------------------------------
 # Root
+
+
+class KueuePreemption(Model):
+    """ClusterQueue ``preemption`` of every team queue (Kueue ClusterQueue API, v1beta2)."""
+
+    #: Reclaim lent quota from borrowers when its owner needs it back.
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Any"
+    #: Within a team, a higher-priority workload may preempt the team's lower-priority ones.
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "LowerPriority"
+    #: Whether a borrowing workload may preempt lower-priority workloads of other teams.
+    borrow_within_cohort: Literal["Never", "LowerPriority"] = "Never"
+
+
+class WorkloadPriorityClass(Model):
+    """A Kueue WorkloadPriorityClass; workloads pick it with ``kueue.x-k8s.io/priority-class``."""
+
+    name: DnsSubdomain
+    value: int
+    description: str = ""
+
+
+KueueIntegration = Literal[
+    "batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "kubeflow.org/mpijob", "pod"
+]
+
+DEFAULT_KUEUE_INTEGRATIONS: tuple[KueueIntegration, ...] = (
+    "batch/job",
+    "jobset.x-k8s.io/jobset",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/mpijob",
+    "pod",
+)
+
+
+class Queues(Model):
+    """Elastic team quotas with Kueue: idle GPUs lent within a cohort, reclaimed on demand.
+
+    Off (the default): no Kueue, team quotas are hard ResourceQuotas as before.
+    """
+
+    elastic: bool = False
+    namespace: DnsLabel = "kueue-system"
+    #: The cohort of every team that names none (``teams[].queue.cohort``).
+    cohort: DnsLabel = "gpuaas"
+    #: ``False``: Kueue ignores jobs without ``kueue.x-k8s.io/queue-name``, and gpuaas's admission
+    #: policy refuses GPU workloads without it; ``True``: Kueue holds such jobs (suspended).
+    manage_jobs_without_queue_name: bool = False
+    #: Job kinds Kueue manages; one whose CRD is absent waits until it appears (Kueue jobframework).
+    integrations: list[KueueIntegration] = Field(default_factory=lambda: list(DEFAULT_KUEUE_INTEGRATIONS))
+    preemption: KueuePreemption = KueuePreemption()
+    priority_classes: list[WorkloadPriorityClass] = Field(default_factory=list)
+    helm_timeout_seconds: PositiveInt = 600
 
 
 class QuotaPolicy(Model):
@@ -599,6 +689,7 @@ class StackConfig(Model):
     gpu_operator: GpuOperator = GpuOperator()
     teams: list[Team] = Field(default_factory=list)
     quota_policy: QuotaPolicy = QuotaPolicy()
+    queues: Queues = Queues()
     verification: Verification = Verification()
 
     @property

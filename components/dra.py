@@ -190,11 +190,22 @@ def render_quota(cfg: StackConfig, device_plugin_hard: dict[str, str], team: Tea
     become ``"0"``; the team's GPUs move to :func:`quota_entries`; every other key is kept.
     """
     hard = dict(device_plugin_hard)
+    ceilings: dict[str, int] = {}
     for key in hard:
         res = key.removeprefix("requests.")
-        if key.startswith("requests.") and (device_class_for(res) is not None or res == resources.GPU_SHARED):
+        cls = device_class_for(res) if key.startswith("requests.") else None
+        if cls is not None and cfg.queues.elastic:
+            # Elastic quotas: the device-plugin rendering already holds the ceiling (guaranteed +
+            # borrowable, components/elastic.py); claims Kueue admits by borrowing must fit it too.
+            ceilings[cls] = int(hard[key])
+        if key.startswith("requests.") and (cls is not None or res == resources.GPU_SHARED):
             hard[key] = "0"
-    hard.update(quota_entries(cfg, team))
+    entries = quota_entries(cfg, team)
+    if ceilings:
+        for cls, n in ceilings.items():
+            entries[device_quota_key(cls)] = str(n)
+        entries[CLAIMS_QUOTA] = str(sum(int(entries[device_quota_key(c)]) for c in device_classes(cfg)))
+    hard.update(entries)
     return dict(sorted(hard.items()))
 
 
@@ -294,7 +305,7 @@ def kueue_device_class_mappings(cfg: StackConfig) -> list[dict[str, Any]]:
     Kueue 0.19 (``config.kueue.x-k8s.io/v1beta2``, KueueDRAIntegration beta, on) counts a DRA claim
     against a ClusterQueue resource through these mappings; mapping each class to the extended
     resource the device-plugin model quotas makes both models draw on the same ClusterQueue
-    ``nominalQuota``. Not wired in: the Kueue component lands separately and reads this.
+    ``nominalQuota``. :func:`components.queues.kueue_configuration` puts them in Kueue's config.
     """
     if not uses_dra(cfg):
         return []

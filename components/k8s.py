@@ -53,9 +53,26 @@ def apply(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions |
         raise ValueError(f"{kind} {name!r} has no metadata.name: cluster objects are always named explicitly")
     fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
     cls = _TYPED.get((api, kind))
+    if cls is None and set(fields) - {"metadata", "spec"}:
+        return _CustomObject(name, manifest, opts)
     if cls is None:
         return k8s.apiextensions.CustomResource(name, api_version=api, kind=kind, opts=opts, **fields)
     return cls(name, opts=opts, **{_snake(k): v for k, v in fields.items()})  # type: ignore[no-any-return]
+
+
+class _CustomObject(pulumi.CustomResource):
+    """A custom resource with top-level fields besides ``spec`` (a Kueue WorkloadPriorityClass has
+    ``value``): Python's ``apiextensions.CustomResource`` takes only metadata and spec, while the
+    provider takes any field (the Node.js SDK's CustomResource passes "otherFields" through)."""
+
+    def __init__(self, name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions | None) -> None:
+        version = pulumi.ResourceOptions(version=k8s._utilities.get_version())  # type: ignore[no-untyped-call]
+        super().__init__(
+            f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}",
+            name,
+            dict(manifest),
+            pulumi.ResourceOptions.merge(opts, version),
+        )
 
 
 def helm_release(
@@ -64,7 +81,7 @@ def helm_release(
     release: str,
     chart: str,
     version: str,
-    repository: str,
+    repository: str | None,
     namespace: str,
     values: Mapping[str, Any],
     timeout: int,
@@ -82,7 +99,8 @@ def helm_release(
         name=release,
         chart=chart,
         version=version,
-        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repository),
+        # No repository: ``chart`` is an OCI reference (oci://...), which Helm pulls itself.
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repository) if repository is not None else None,
         namespace=namespace,
         create_namespace=False,
         values=dict(values),

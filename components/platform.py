@@ -22,6 +22,7 @@ from components.network_operator import NetworkArgs, NetworkOperator
 from components.nic_cluster_policy import NicClusterPolicy
 from components.onprem_nodes import OnPremNodes
 from components.opensm import OpenSm
+from components.queues import Queues
 from components.rdma_shared_device_plugin import RdmaSharedDevicePlugin
 from components.sriov_host import SriovHost
 from components.teams import Teams
@@ -98,15 +99,20 @@ class Platform(pulumi.ComponentResource):
         teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after)
         self.exports["teams"] = teams.exports
         Admission(f"{name}-admission", cfg, cluster_opts, depends_on=list(teams.namespaces.values()))
+        #     Elastic quotas (components/queues.py): Kueue, the team queues in the team namespaces, and
+        #     the policy that sends GPU workloads through them; before the verification Jobs use them.
+        after_teams: list[pulumi.Resource] = [teams]
+        if cfg.queues.elastic:
+            after_teams.append(Queues(f"{name}-queues", cfg, cluster_opts, team_namespaces=dict(teams.namespaces)))
         #     DRA model: per-profile MIG classes, the teams' claim templates and the claim guard.
         if dra.uses_dra(cfg):
-            DraTenancy(f"{name}-dra", cfg, cluster_opts, namespaces=teams.namespaces)
+            after_teams.append(DraTenancy(f"{name}-dra", cfg, cluster_opts, namespaces=teams.namespaces))
         # 11. Verification workloads, last: they prove everything above. The Jobs run in the team
         #     namespaces, under their quotas, admission policies and with their NADs.
         verification = Verification(
             f"{name}-verification",
             cfg,
-            pulumi.ResourceOptions.merge(cluster_opts, pulumi.ResourceOptions(depends_on=[teams])),
+            pulumi.ResourceOptions.merge(cluster_opts, pulumi.ResourceOptions(depends_on=after_teams)),
         )
         if verification.jobs:
             self.exports["verificationJobs"] = verification.jobs

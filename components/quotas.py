@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from components import resources
+from components import elastic, resources
 from components.config import OnPremPartition, StackConfig, Team
 from components.rules import capacity, team_requests
 
@@ -104,6 +104,9 @@ def device_plugin_quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
     hard.update({f"requests.{res}": str(n) for res, n in own.items()})
     # No limits.*: a quota on a limit makes every container state it (see the module docstring).
     hard.update({"requests.cpu": q.cpu, "requests.memory": q.memory, "pods": str(q.pods)})
+    if cfg.queues.elastic:
+        # Kueue does not read ResourceQuota: it must let through all Kueue can admit (borrowing).
+        hard.update(elastic.quota_ceilings(cfg, team))
     return dict(sorted(hard.items()))
 
 

@@ -54,6 +54,9 @@ def check(cfg: StackConfig) -> list[Issue]:
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
         # Capacity needs valid layouts and node groups; otherwise those issues are the news.
         issues.extend(i for i in _quotas(cfg) if not replaced_by_dra(cfg, i))
+        from components import elastic  # it builds on this module's capacity functions
+
+        issues.extend(elastic.check(cfg))
     return sorted(set(issues))
 
 
@@ -617,6 +620,7 @@ def _quota_key(resource: str) -> str:
 
 def _quotas(cfg: StackConfig) -> Iterator[Issue]:
     cap = capacity(cfg)
+    gpu_kinds = {r for _w, g, sh, m in sharing_groups(cfg) for r in group_capacity(cfg, g, sh, m)}
     offered_mig = {k.removeprefix("nvidia.com/mig-") for k in cap if k.startswith("nvidia.com/mig-")}
     demand: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for i, t in enumerate(cfg.teams):
@@ -640,6 +644,8 @@ def _quotas(cfg: StackConfig) -> Iterator[Issue]:
     if cfg.quota_policy.allow_oversubscription:
         return
     for res, asks in sorted(demand.items()):
+        if cfg.queues.elastic and res in gpu_kinds:
+            continue  # elastic queues check the stricter per-node-group sums (components/elastic.py)
         total = sum(n for _, n in asks)
         have = cap.get(res, 0)
         if res.startswith("nvidia.com/mig-") and res.removeprefix("nvidia.com/mig-") not in offered_mig:

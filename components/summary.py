@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from components import dra, multus, resources
+from components import dra, elastic, multus, resources
 from components.aks import pool_capacity
 from components.config import AksPartition, OnPremPartition, StackConfig, Team
 from components.rules import capacity, layout_name, node_counts, sharing_groups, team_requests, vfs_per_partition
@@ -78,6 +78,41 @@ def _dra_row(team: Team) -> list[str]:
     return [team.name, team.ns, str(sum(dra.team_devices(team).values())), dra.claimable(team)]
 
 
+def _queue_lines(cfg: StackConfig) -> list[str]:
+    """Elastic quotas: per team and flavor, guaranteed / borrowable / lendable, then cohort totals."""
+    rows, totals = [], elastic.cohort_totals(cfg)
+    for t in cfg.teams:
+        for flavor, res, line, can_borrow in elastic.team_rows(cfg, t):
+            fmt = elastic.format_quantity
+            rows.append(
+                [
+                    t.name,
+                    elastic.cohort(cfg, t),
+                    flavor,
+                    res,
+                    fmt(line.nominal, res),
+                    fmt(can_borrow, res),
+                    fmt(elastic.lendable(line), res),
+                ]
+            )
+    out = [
+        f"Elastic quotas (Kueue {cfg.versions.kueue}, namespace {cfg.queues.namespace}): guaranteed = quota; "
+        "borrowable = most the cohort can lend the team; lendable = what others may use while it idles"
+    ]
+    out += table(["team", "cohort", "flavor", "resource", "guaranteed", "borrowable", "lendable"], rows)
+    out.append("")
+    out.append("Cohort totals")
+    out += table(
+        ["cohort", "flavor", "resource", "capacity", "guaranteed", "lendable"],
+        [
+            [c, f, r, cap, elastic.format_quantity(g, r), elastic.format_quantity(lend, r)]
+            for (c, f, r), (cap, g, lend) in sorted(totals.items())
+        ],
+    )
+    out.append("")
+    return out
+
+
 def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]], files: Mapping[str, str]) -> str:
     """The plan summary text."""
     out: list[str] = []
@@ -141,6 +176,8 @@ def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]
     )
     out.append("")
 
+    if cfg.queues.elastic:
+        out += _queue_lines(cfg)
     out.append("Resources per component")
     rows = [
         [comp, sum(c.values()), ", ".join(f"{k} {n}" for k, n in sorted(c.items()))]

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,6 +47,8 @@ from components import k8s as kube
 from components.catalog import ND_SKUS
 from components.config import AksPartition, GpuPool, OnPremPartition, StackConfig, Team
 from components.k8s import Manifest
+from components.queue_admission import QUEUE_LABEL
+from components.queues import local_queue_name
 from components.resources import AKS_POOL_LABEL, GPU, NODE_GROUP_LABEL, rdma_shared_resource, sriov_resource
 from components.rules import isolation_domains
 from components.teams import proof_network
@@ -139,6 +141,8 @@ class Target:
     #: On AKS: the pool's node selector label value and its tolerations.
     pool: str | None = None
     tolerations: tuple[dict[str, str], ...] = field(default_factory=tuple)
+    #: The team's Kueue LocalQueue with elastic quotas (its GPU Jobs must name it), else None.
+    queue: str | None = None
 
     @property
     def vf_env(self) -> str | None:
@@ -174,6 +178,13 @@ def _pool_target(cfg: StackConfig, key: str, namespace: str, prefix: str, pool: 
 
 def team_target(cfg: StackConfig, team: Team) -> Target | None:
     """Where a team's proofs (and the probes into its partition) run; ``None`` without a usable partition."""
+    target = _team_target(cfg, team)
+    if target is not None and cfg.queues.elastic:
+        return replace(target, queue=local_queue_name(team))
+    return target
+
+
+def _team_target(cfg: StackConfig, team: Team) -> Target | None:
     onprem, aks = cfg.onprem, cfg.aks
     if onprem is not None and isinstance(team.partition, OnPremPartition):
         return Target(
@@ -497,7 +508,13 @@ def _job(t: Target, role: str, pod: dict[str, Any], pair: str, digest: str, inde
         spec |= {"completionMode": "Indexed", "completions": indexed, "parallelism": indexed}
     meta = _meta(t, role)
     meta["annotations"] = {SKIP_AWAIT: "true"}
+    meta["labels"] |= _queue_label(t)
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def _queue_label(t: Target) -> dict[str, str]:
+    """Elastic quotas: the team's queue, which Kueue admits the Job through (components/queue_admission.py)."""
+    return {QUEUE_LABEL: t.queue} if t.queue is not None else {}
 
 
 def ib_server_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
@@ -954,7 +971,7 @@ def burn_in_cron_job(cfg: StackConfig, t: Target, group: str, label: str, value:
             "startingDeadlineSeconds": 3600,
             "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"metadata": {"labels": _labels(t, "burn-in")}, "spec": spec},
+            "jobTemplate": {"metadata": {"labels": _labels(t, "burn-in") | _queue_label(t)}, "spec": spec},
         },
     }
 

@@ -65,3 +65,10 @@ PYTORCH: Final = "25.10-py3"
 
 #: AKS Kubernetes version pinned for new clusters.
 AKS_KUBERNETES: Final = "1.33.5"
+
+#: Kueue (elastic team quotas): the chart at registry.k8s.io, and the manager image of the same
+#: release (kubernetes-sigs/kueue v0.19.2; CRDs in shared/upstream/kueue/v0.19.2).
+KUEUE_CHART_REF: Final = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_CHART: Final = "0.19.2"
+KUEUE_IMAGE: Final = "registry.k8s.io/kueue/kueue"
+KUEUE: Final = "v0.19.2"

@@ -71,6 +71,12 @@ def _etcd_stamp(v: dict[str, str]) -> list[str]:
     return []
 
 
+def _kueue_stamp(v: dict[str, str]) -> list[str]:
+    # What kueue's own Makefile stamps (LD_FLAGS: version_pkg GitVersion/GitCommit/BuildDate).
+    base = "sigs.k8s.io/kueue/pkg/version"
+    return [f"-X {base}.GitVersion={v['sigs.k8s.io/kueue']}", f"-X {base}.BuildDate=1970-01-01"]
+
+
 TOOLSETS: dict[str, ToolSet] = {
     "controlplane": ToolSet(
         name="controlplane",
@@ -81,6 +87,13 @@ TOOLSETS: dict[str, ToolSet] = {
             Target("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", _k8s_stamp),
             Target("etcd", "./cmd/etcd", _etcd_stamp),
         ),
+    ),
+    # Kueue's controller manager (sigs.k8s.io/kueue v0.19.2: its go.mod has no replace lines to copy).
+    "kueue": ToolSet(
+        name="kueue",
+        module_dir=E2E / "kueue",
+        version_of="sigs.k8s.io/kueue",
+        targets=(Target("kueue", "sigs.k8s.io/kueue/cmd/kueue", _kueue_stamp),),
     ),
 }
 

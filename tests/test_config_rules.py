@@ -42,6 +42,11 @@ def _del(path: str) -> Edit:
     return edit
 
 
+#: Hard quotas (the fleet-wide rules); the checked-in onprem stack is elastic (tests/test_elastic.py).
+def HARD(raw: dict[str, Any]) -> None:  # noqa: N802 - reads as a constant in the tables
+    raw["queues"]["elastic"] = False
+
+
 def _append_team(team: dict[str, Any]) -> Edit:
     return lambda raw: raw["teams"].append(team)
 
@@ -234,14 +239,14 @@ INVALID: list[tuple[str, str, list[Edit], str, str]] = [
     (
         "quota-gpus-over",
         "onprem",
-        [_set("teams[2].quota.gpus", 9)],
+        [HARD, _set("teams[2].quota.gpus", 9)],
         "gpuaas:teams[*].quota.gpus",
         "teams ask for 33 nvidia.com/gpu",
     ),
     (
         "quota-mig-over",
         "onprem",
-        [_set("teams[3].quota.mig", {"4g.40gb": 5, "1g.10gb": 12})],
+        [HARD, _set("teams[3].quota.mig", {"4g.40gb": 5, "1g.10gb": 12})],
         'gpuaas:teams[*].quota.mig["4g.40gb"]',
         "the fleet has 8",
     ),
@@ -255,7 +260,7 @@ INVALID: list[tuple[str, str, list[Edit], str, str]] = [
     (
         "quota-shared-over",
         "onprem",
-        [_set("teams[4].quota.timeSlicedGpus", 17)],
+        [HARD, _set("teams[4].quota.timeSlicedGpus", 17)],
         "gpuaas:teams[4].quota.timeSlicedGpus",
         "the fleet has 16",
     ),
@@ -490,7 +495,7 @@ VALID: list[tuple[str, str, list[Edit]]] = [
     (
         "oversubscription-allowed",
         "onprem",
-        [_set("teams[2].quota.gpus", 100), _set("quotaPolicy", {"allowOversubscription": True})],
+        [HARD, _set("teams[2].quota.gpus", 100), _set("quotaPolicy", {"allowOversubscription": True})],
     ),
     ("team-without-partition", "onprem", [_append_team({"name": "interns", "quota": {"cpu": "8", "memory": "32Gi"}})]),
     (

@@ -692,3 +692,47 @@ def test_variant_stack_passes_the_policy_pack() -> None:
     records = run_program("onprem", config=stack_config("onprem", DRA_STACK)).records
     assert any(r.inputs.get("kind") == "ResourceClaimTemplate" for r in records)
     assert run_pack(policy_resources(records)) == {}
+
+
+# --------------------------------------------------------------------------------------------
+# DRA with elastic quotas (Kueue): claims count against the same ClusterQueues
+
+
+def test_with_elastic_quotas_kueue_maps_every_gpu_class_to_the_resource_the_queues_cover() -> None:
+    from components.queues import cluster_queue, kueue_configuration
+
+    raw = dra_raw()
+    raw["queues"] = {"elastic": True}
+    cfg = parse_config(raw)
+    mappings = kueue_configuration(cfg)["resources"]["deviceClassMappings"]
+    mapped = {m["name"]: m["deviceClassNames"] for m in mappings}
+    for cls in dra.device_classes(cfg):
+        if cls in (dra.GPU_CLASS,) or cls.endswith(".gpuaas.io"):
+            assert any(cls in names for names in mapped.values()), cls
+    covered = {
+        r for t in cfg.teams for g in cluster_queue(cfg, t)["spec"]["resourceGroups"] for r in g["coveredResources"]
+    }
+    assert set(mapped) <= covered, "every mapped resource is one the ClusterQueues cover"
+    # The device-plugin model has no claims to count: no mappings in its Kueue config.
+    plugin_raw = raw_stack("onprem")
+    plugin_raw["queues"] = {"elastic": True}
+    assert "resources" not in kueue_configuration(parse_config(plugin_raw))
+
+
+def test_with_elastic_quotas_a_teams_device_quota_is_its_queue_ceiling() -> None:
+    """Kueue admits a borrowed claim; the ResourceQuota must not refuse it (Kueue does not read quotas)."""
+    raw = dra_raw()
+    raw["queues"] = {"elastic": True}
+    cfg = parse_config(raw)
+    for team in cfg.teams:
+        plugin = quotas.device_plugin_quota_hard(cfg, team)
+        hard = quotas.quota_hard(cfg, team)
+        for key, value in plugin.items():
+            cls = dra.device_class_for(key.removeprefix("requests."))
+            if key.startswith("requests.") and cls is not None:
+                assert hard[dra.device_quota_key(cls)] == value, (team.name, cls)
+                assert hard[key] == "0"
+    # The allowed twin of "hard": without elasticity the device quota is the guarantee.
+    hard_cfg = parse_config({**raw, "queues": {"elastic": False}})
+    vision = next(t for t in hard_cfg.teams if t.quota.gpus)
+    assert quotas.quota_hard(hard_cfg, vision)[dra.device_quota_key(dra.GPU_CLASS)] == str(vision.quota.gpus)

@@ -90,6 +90,7 @@ def test_moving_a_node_into_a_mig_group_is_a_change_of_that_node() -> None:
     raw = raw_stack("onprem")
     raw["platform"]["nodes"][0]["nodeGroup"] = "h100-mig"  # gpu-node-01, from h100-full (no MIG)
     raw["quotaPolicy"] = {"allowOversubscription": True}
+    raw.setdefault("queues", {})["elastic"] = False  # hard quotas: elastic ones refuse oversubscription
     cfg = parse_config(raw)
     issues, _ = mig_guard.check(cfg, _applied(), _nodes_applied())
     (issue,) = issues
@@ -107,6 +108,7 @@ def test_moving_a_node_between_groups_of_one_layout_is_no_change() -> None:
     raw = raw_stack("onprem")
     raw["platform"]["nodes"][0]["nodeGroup"] = "h100-shared"  # all-disabled either way
     raw["quotaPolicy"] = {"allowOversubscription": True}
+    raw.setdefault("queues", {})["elastic"] = False  # hard quotas: elastic ones refuse oversubscription
     assert mig_guard.check(parse_config(raw), _applied(), _nodes_applied()) == ([], [])
 
 
@@ -129,6 +131,7 @@ def _aks_with_mig() -> dict[str, Any]:
     raw = raw_stack("aks")
     raw["platform"]["gpuPools"][1]["mig"] = {"layout": "all-1g.10gb"}
     raw["quotaPolicy"] = {"allowOversubscription": True}  # whole-GPU quotas outlive the pool's GPUs
+    raw.setdefault("queues", {})["elastic"] = False  # hard quotas: elastic ones refuse oversubscription
     return raw
 
 
@@ -208,6 +211,7 @@ def test_program_stops_when_a_node_moves_into_a_mig_group() -> None:
     raw = raw_stack("onprem")
     raw["platform"]["nodes"][0]["nodeGroup"] = "h100-mig"
     raw["quotaPolicy"] = {"allowOversubscription": True}
+    raw.setdefault("queues", {})["elastic"] = False  # hard quotas: elastic ones refuse oversubscription
     last = run_program("onprem").outputs
     assert last[mig_guard.NODE_OUTPUT]["gpu-node-01"] == "all-disabled"
     with pytest.raises(pulumi.RunError, match=r"platform\.nodes\[0\]\.nodeGroup: moves gpu-node-01"):

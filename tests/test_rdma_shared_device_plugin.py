@@ -216,6 +216,7 @@ def _run(stack: str, mode: str) -> Run:
         # Without the plugin the fleet has no rdma/* capacity; the quota rule would refuse the
         # AKS teams' rdma quotas (that rule is tested in test_config_rules.py).
         raw["quotaPolicy"] = {"allowOversubscription": True}
+        raw.setdefault("queues", {})["elastic"] = False  # hard quotas: elastic ones refuse oversubscription
     return run_program(stack, config=qualified(raw))
 
 

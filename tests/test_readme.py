@@ -55,7 +55,19 @@ def test_add_a_team_example_plans_on_the_checked_in_stack(tmp_path: Path) -> Non
     [new] = [t for t in config["gpuaas:teams"] if t["name"] == "robotics"]
     assert len(config["gpuaas:teams"]) == 7 and new == team["gpuaas:teams"][0]
     quota = run.outputs["teams"]["robotics"]["quota"]
-    assert quota["requests.nvidia.com/gpu"] == "8" and quota["requests.nvidia.com/sriov8007"] == "8"
+    assert quota["requests.nvidia.com/sriov8007"] == "8"
+    # Elastic quotas are on in the checked-in stack: the 8 GPUs are the team's guarantee (its
+    # ClusterQueue's nominal quota); its ResourceQuota ceiling adds what it may borrow.
+    [queue] = [r.inputs for r in run.records if r.inputs.get("kind") == "ClusterQueue" and "robotics" in r.name]
+    nominal = {
+        res["name"]: res["nominalQuota"]
+        for group in queue["spec"]["resourceGroups"]
+        for flavor in group["flavors"]
+        for res in flavor["resources"]
+        if res["nominalQuota"] not in ("0", 0)
+    }
+    assert nominal["nvidia.com/gpu"] in ("8", 8)
+    assert int(quota["requests.nvidia.com/gpu"]) >= 8
     assert (tmp_path / "plan" / "onprem" / "k8s" / "robotics" / "ResourceQuota-gpuaas-team-quota.yaml").is_file()
     assert "robotics" in summary
 

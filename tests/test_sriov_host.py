@@ -496,6 +496,7 @@ def _fleet(nodes: int, hcas: int = 8, groups: int = 2) -> dict[str, Any]:
     p["nodes"] = [{"name": f"node-{i:05d}", "id": i + 1, "nodeGroup": names[i % groups]} for i in range(nodes)]
     for t in raw["teams"]:
         t["quota"] = {"cpu": "1", "memory": "1Gi"}
+        t.pop("queue", None)  # its limits refer to the quota just dropped
     p["nodeGroups"] = [g for g in p["nodeGroups"] if g["name"] in names]
     return raw
 

@@ -182,6 +182,7 @@ def _many_nodes(n: int, vfs: int = 6, hcas: int = 8, ipam: str = "none") -> Any:
         p["fabric"].update({"vfsPerHca": vfs, "firmwareMaxVfs": max(vfs, 16), "ipam": ipam})
         for t in raw["teams"]:
             t["quota"] = {"cpu": "1", "memory": "1Gi"}
+            t.pop("queue", None)  # its limits refer to the quota just dropped
 
     return edit
 
@@ -313,7 +314,8 @@ def test_removing_a_team_removes_exactly_its_objects() -> None:
     before = {r.name: r for r in full.records}
     after = {r.name: r for r in less.records}
     removed = set(before) - set(after)
-    assert removed == {n for n in before if n.startswith("gpuaas-teams-language-")}
+    # its team objects and, with elastic quotas, its ClusterQueue and LocalQueue
+    assert removed == {n for n in before if n.startswith(("gpuaas-teams-language-", "gpuaas-queues-language-"))}
     assert not set(after) - set(before)
     for name, rec in after.items():
         if name.startswith(("gpuaas-teams-", "gpuaas-admission-")):

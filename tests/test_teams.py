@@ -205,8 +205,10 @@ def test_own_partition_is_listed_even_without_an_rdma_quota(cfg_of: Any) -> None
     assert quotas.quota_hard(cfg_of("onprem"), cfg_of("onprem").teams[0])["requests.nvidia.com/sriov8001"] == "16"
 
 
-def test_onprem_quota_values(cfg_of: Any) -> None:
-    cfg = cfg_of("onprem")
+def test_onprem_quota_values() -> None:
+    raw = raw_stack("onprem")
+    raw["queues"]["elastic"] = False  # hard quotas; the elastic ceilings: tests/test_elastic.py
+    cfg = parse_config(raw)
     research = next(t for t in cfg.teams if t.name == "research")
     hard = quotas.quota_hard(cfg, research)
     assert hard["requests.nvidia.com/mig-4g.40gb"] == "4"

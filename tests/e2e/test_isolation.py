@@ -18,7 +18,10 @@ import pytest
 
 from components.admission import NETWORKS_ANNOTATION
 from components.config import StackConfig, Team
+from components.elastic import gpu_kind
 from components.loader import parse_config
+from components.queue_admission import QUEUE_LABEL
+from components.quotas import quota_hard
 from components.resources import GPU, GPU_SHARED, mig_resource, sriov_resource
 from components.teams import nad_name
 from e2e.kube import ApiError, Identity, Kube
@@ -50,7 +53,11 @@ def pod(
     spec: dict[str, Any] | None = None,
     container: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A plain pod as a team member writes it: cpu/memory requests only, extended resources as limits."""
+    """A plain pod as a team member writes it: cpu/memory requests only, extended resources as limits.
+
+    With elastic quotas a GPU pod names its team's queue (components/queue_admission.py refuses it
+    otherwise; tests/e2e/test_kueue.py proves that refusal and Kueue's admission).
+    """
     c: dict[str, Any] = {
         "name": "main",
         "image": "registry.k8s.io/pause:3.10",
@@ -60,6 +67,8 @@ def pod(
         c["resources"]["limits"] = {k: str(v) for k, v in limits.items()}
     c.update(container or {})
     meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if CFG.queues.elastic and any(gpu_kind(r) for r in limits or {}):
+        meta["labels"] = {QUEUE_LABEL: ns}
     if networks is not None:
         meta["annotations"] = {NETWORKS_ANNOTATION: networks}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [c], **(spec or {})}}
@@ -214,13 +223,16 @@ def test_a_pod_in_a_requesting_bs_partition_resource_is_refused(kube: Kube, a: s
 
 
 def _quota_kinds(team: Team) -> list[tuple[str, int]]:
-    q, kinds = team.quota, []
-    if q.gpus:
-        kinds.append((GPU, q.gpus))
-    for profile, n in (q.mig or {}).items():
-        kinds.append((mig_resource(profile), n))
-    if q.time_sliced_gpus:
-        kinds.append((GPU_SHARED, q.time_sliced_gpus))
+    """GPU kinds the team's ResourceQuota allows and how many: its quota, or with elastic quotas its
+    ceiling (quota + what it may borrow, components/elastic.py)."""
+    hard = quota_hard(CFG, team)
+    kinds = [(GPU, team.quota.gpus)] if team.quota.gpus else []
+    kinds += [(mig_resource(p), n) for p, n in (team.quota.mig or {}).items()]
+    if team.quota.time_sliced_gpus:
+        kinds.append((GPU_SHARED, team.quota.time_sliced_gpus))
+    if CFG.queues.elastic:
+        every = (GPU, GPU_SHARED, mig_resource("1g.10gb"), mig_resource("4g.40gb"))
+        kinds = [(r, int(hard[f"requests.{r}"])) for r in every if hard.get(f"requests.{r}", "0") != "0"]
     return kinds
 
 
@@ -257,6 +269,9 @@ def test_a_gpu_kind_outside_as_quota_is_refused(kube: Kube, a: str) -> None:
     for resource in sorted({GPU, GPU_SHARED, mig_resource("1g.10gb"), mig_resource("4g.40gb")} - allowed):
         err = refused(kube, pod(a, "x", limits={resource: 1}), member(team))
         assert err.status == 403 and resource in err.message, err
+    # Elastic quotas: every kind the team may borrow is admitted by the quota (Kueue decides).
+    for resource in sorted(allowed):
+        kube.create(pod(a, "x", limits={resource: 1}), as_=member(team), dry_run=True)
 
 
 # --------------------------------------------------------------------------------------------
