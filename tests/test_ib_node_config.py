@@ -241,6 +241,7 @@ def test_the_stagger_window_grows_with_the_fleet() -> None:
     raw = raw_stack("onprem")
     raw["platform"]["nodes"] = [{"name": f"n{i}", "id": i, "nodeGroup": "h100-full"} for i in range(1, 2000)]
     raw["quotaPolicy"] = {"allowOversubscription": True}
+    raw["queues"] = {"elastic": False}  # oversubscribed hard quotas: the node count is what matters here
     assert stagger_seconds(parse_config(raw)) == MAX_STAGGER
     aks = parse_config(raw_stack("aks"))
     assert stagger_seconds(aks) == 2 * sum(p.max_count for p in aks.aks.gpu_pools)  # type: ignore[union-attr]
