@@ -69,15 +69,16 @@ def one_case(nodes: int, teams: int, vfs: int) -> dict[str, Any]:
     """Run in a child process: the plan of one synthetic fleet, measured."""
     sys.path.insert(0, str(ROOT))
     from components.loader import gpuaas_section, parse_config
-    from components.offline import run_program
+    from components.offline import gc_paused, run_program
     from components.plan import plan_files
 
     config = synthetic_config(nodes, teams, vfs)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     parse_config(gpuaas_section(config))
-    run = run_program("bench", config=config)
-    files = plan_files(run)
-    wall = time.perf_counter() - start
+    with gc_paused():  # as components.plan.write_plan does
+        run = run_program("bench", config=config)
+        files = plan_files(run)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     conf = str(run.outputs.get("partitionsConf") or "")
     return {
         "nodes": nodes,
@@ -93,6 +94,7 @@ def one_case(nodes: int, teams: int, vfs: int) -> dict[str, Any]:
         "partitions_conf_bytes": len(conf.encode()),
         "plan_files": len(files),
         "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 

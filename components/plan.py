@@ -27,7 +27,7 @@ import pulumi
 import yaml
 
 from components.errors import ConfigError
-from components.offline import ROOT, Record, Run, run_program
+from components.offline import ROOT, Record, Run, gc_paused, run_program
 from components.summary import render_summary
 
 _TOP_ORDER = ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "rules", "subjects", "roleRef")
@@ -213,9 +213,10 @@ def write_plan(stack: str, out: Path, stack_file: Path | None = None, previous: 
     config = stack_config(stack, stack_file)
     cfg = parse_config(gpuaas_section(config))  # bad config stops here, before the program registers anything
     last = yaml.safe_load(previous.read_text()) if previous is not None else None
-    run = run_program(stack, config=config, previous=last if isinstance(last, dict) else None)
-    files = plan_files(run)
-    summary = render_summary(cfg, run, resource_counts(run), files)
+    with gc_paused():  # rendering walks every record too: no full collections over the run's heap
+        run = run_program(stack, config=config, previous=last if isinstance(last, dict) else None)
+        files = plan_files(run)
+        summary = render_summary(cfg, run, resource_counts(run), files)
     files["summary.txt"] = summary
     target = out / stack
     if target.exists():
