@@ -28,7 +28,7 @@ import yaml
 
 from components.errors import ConfigError, Issue
 from components.grammar import stack_name_problem
-from components.offline import ROOT, Record, Run, run_program
+from components.offline import ROOT, Record, Run, gc_paused, run_program
 from components.summary import render_summary
 
 _TOP_ORDER = ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "rules", "subjects", "roleRef")
@@ -299,9 +299,10 @@ def write_plan(stack: str, out: Path, stack_file: Path | None = None, previous: 
         check_stack_kind(stack, stack_file, config)
     cfg = parse_stack(config)  # bad config stops here, before the program registers anything
     last = _previous(previous)
-    run = run_program(stack, config=config, previous=last)
-    files = plan_files(run)
-    summary = render_summary(cfg, run, resource_counts(run), files)
+    with gc_paused():  # rendering walks every record too: no full collections over the run's heap
+        run = run_program(stack, config=config, previous=last)
+        files = plan_files(run)
+        summary = render_summary(cfg, run, resource_counts(run), files)
     files["summary.txt"] = summary
     write_tree(target, files)
     return run, summary
