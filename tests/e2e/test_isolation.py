@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from components.admission import NETWORKS_ANNOTATION
+from components.admission import NETWORKS_ANNOTATION, NETWORKS_IMMUTABLE_POLICY
 from components.config import StackConfig, Team
 from components.elastic import gpu_kind
 from components.loader import parse_config
 from components.queue_admission import QUEUE_LABEL
+from components.queues import local_queue_name
 from components.quotas import quota_hard
 from components.resources import GPU, GPU_SHARED, mig_resource, sriov_resource
 from components.teams import nad_name
@@ -180,7 +181,11 @@ def test_a_guid_through_cni_args_is_refused(kube: Kube, a: str) -> None:
 
 @pytest.mark.parametrize(("a", "b"), PAIRS[:: max(1, len(PAIRS) // 6)])
 def test_changing_an_existing_pods_networks_annotation_is_refused(kube: Kube, a: str, b: str) -> None:
-    """Multus reads the annotation at network setup: an UPDATE could swap in B's NAD or a GUID."""
+    """Multus reads the annotation at network setup: an UPDATE could swap in B's NAD or a GUID.
+
+    A member may not patch pods at all (RBAC); the admission policy holds even for an identity that
+    may (here the admin: a ValidatingAdmissionPolicy binds every user), on ``pods`` and ``pods/status``.
+    """
     team = TEAMS[a]
     name = f"upd-{b}"
     created = kube.create(pod(a, name, networks=nad_name(team)), as_=member(team))
@@ -188,10 +193,15 @@ def test_changing_an_existing_pods_networks_annotation_is_refused(kube: Kube, a:
         patch = {"metadata": {"annotations": {NETWORKS_ANNOTATION: f"{b}/{nad_name(TEAMS[b])}"}}}
         with pytest.raises(ApiError) as err:
             kube.patch("v1", "Pod", name, a, patch, as_=member(team))
-        assert err.value.status in (403, 422), err.value
-        # The allowed twin: a label change of the same pod goes through.
+        assert err.value.status == 403 and 'cannot patch resource "pods"' in err.value.message, err.value
+        for sub in (None, "status"):
+            with pytest.raises(ApiError) as err:
+                kube.patch("v1", "Pod", name, a, patch, sub=sub)
+            assert err.value.status == 403 and NETWORKS_IMMUTABLE_POLICY in err.value.message, (sub, err.value)
+        # The allowed twin: a label change of the same pod goes through the same policy.
         ok = kube.patch("v1", "Pod", name, a, {"metadata": {"labels": {"touched": "yes"}}})
         assert ok["metadata"]["labels"]["touched"] == "yes"
+        assert ok["metadata"]["annotations"][NETWORKS_ANNOTATION] == nad_name(team)
         assert created["metadata"]["annotations"][NETWORKS_ANNOTATION] == nad_name(team)
     finally:
         kube.delete("v1", "Pod", name, a)
@@ -351,11 +361,24 @@ def test_the_proof_jobs_pods_are_admitted_only_in_their_own_team_namespace(onpre
         )
         other = next(t for t in TEAMS if t != ns)
         tpl = job["spec"]["template"]
+        labels = dict(tpl["metadata"].get("labels", {}))
+        if CFG.queues.elastic:  # through the other team's own queue: the queue policy is not the reason
+            labels[QUEUE_LABEL] = local_queue_name(TEAMS[other])
         moved = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "moved", "namespace": other, "annotations": tpl["metadata"].get("annotations", {})},
+            "metadata": {
+                "name": "moved",
+                "namespace": other,
+                "labels": labels,
+                "annotations": tpl["metadata"].get("annotations", {}),
+            },
             "spec": tpl["spec"],
         }
         err = refused(kube, moved, member(TEAMS[other]))
-        assert err.status == 403, (ns, name, err)
+        # Refused for the partition: another namespace's NAD, or another partition's VF resource.
+        assert err.status == 403 and (OWN_NAD_ONLY in err.message or "gpuaas-team-partition" in err.message), (
+            ns,
+            name,
+            err,
+        )
