@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= onprem
 
-.PHONY: plan plans test lint typecheck unit bench clean tools actionlint policy-pack
+.PHONY: plan plans test lint typecheck unit e2e e2e-tools cluster cluster-down bench clean tools actionlint policy-pack
 
 # The virtualenv (Pulumi.yaml names it too). Planning needs only the runtime (requirements.txt);
 # `make test` adds the test tools (requirements-dev.txt). Each stamp follows its own file.
@@ -53,18 +53,34 @@ plan: $(VENV)/.runtime
 plans: $(VENV)/.runtime
 	for s in onprem aks; do $(BIN)/python -m components.plan $$s --quiet || exit 1; done
 
-## test: lint, strict type check and the whole test suite (what CI runs).
-test: lint typecheck unit
+## test: lint, strict type check, the unit suite and the e2e suite against the real control plane (what CI runs).
+test: lint typecheck unit e2e
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check components tests
+	$(BIN)/ruff format --check components tests e2e
 
 typecheck: $(VENV)/.installed
 	$(BIN)/mypy --strict components
 
+## unit: the fast offline suite alone (mocks, schemas, scripts against fake hosts): the quick loop.
 unit: $(VENV)/.installed $(TOOLS_STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not e2e"
+
+## e2e-tools: build the real programs the e2e suite runs (Go modules only), cached by version outside the clone.
+e2e-tools: $(VENV)/.runtime
+	$(BIN)/python -m e2e.toolchain build all
+
+## e2e: tests/e2e against a real etcd, kube-apiserver and kube-controller-manager (and the tools e2e-tools builds).
+e2e: $(VENV)/.installed e2e-tools
+	$(BIN)/python -m pytest -q -m e2e tests/e2e
+
+## cluster: a local control plane with the onprem stack applied, left running; prints KUBECONFIG. cluster-down stops it.
+cluster: $(VENV)/.installed e2e-tools
+	$(BIN)/python -m e2e.cluster up $(STACK)
+
+cluster-down:
+	$(BIN)/python -m e2e.cluster down
 
 ## bench: the scale benchmark of the offline plan (not part of `make test`).
 bench: $(VENV)/.installed

@@ -230,7 +230,9 @@ def cache_root() -> Path:
 
 
 def _go_version() -> str:
-    return subprocess.run(["go", "env", "GOVERSION"], env=go_env(), check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["go", "env", "GOVERSION"], env=go_env(), check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def cache_key(ts: ToolSet) -> str:
@@ -370,13 +372,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("build", "path"):
         p = sub.add_parser(name)
-        p.add_argument("set", choices=sorted(TOOLSETS))
+        p.add_argument("set", choices=[*sorted(TOOLSETS), *(["all"] if name == "build" else [])])
     g = sub.add_parser("gomod")
     g.add_argument("set", choices=["controlplane"])
     g.add_argument("--kubernetes", default=None, help="the k8s.io/kubernetes tag (default: go.mod's)")
     args = ap.parse_args(argv)
     if args.cmd == "gomod":
         write_controlplane_gomod(args.kubernetes or pinned_version(TOOLSETS["controlplane"]))
+        return 0
+    if args.set == "all":
+        for ts in TOOLSETS.values():
+            build(ts)
         return 0
     out = build(TOOLSETS[args.set])
     if args.cmd == "path":

@@ -1,0 +1,88 @@
+"""The real control plane for the e2e tests: one per session, plus one per stack's applied plan.
+
+Every test under ``tests/e2e`` is marked ``e2e`` (``make unit`` leaves them out, ``make e2e``
+runs only them; ``make test`` runs both). The binaries come from ``e2e/toolchain.py`` (built from
+Go modules, cached by version); ``make e2e-tools`` builds them before pytest starts, so a cold
+build prints its progress instead of hiding inside a fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from components.offline import Run
+from e2e.controlplane import ControlPlane
+from e2e.plan_apply import Applied, apply_plan, upstream_available
+from tests.conftest import offline_run
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).resolve().is_relative_to(HERE):
+            item.add_marker(pytest.mark.e2e)
+
+
+def _say(config: pytest.Config, line: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+
+
+def start_plane(config: pytest.Config, what: str) -> ControlPlane:
+    cp = ControlPlane()
+    cp.start()
+    _say(config, f"e2e: {what}: kube-apiserver {cp.version()} at {cp.server} (started in {cp.started_in:.1f} s)")
+    return cp
+
+
+@pytest.fixture(scope="session")
+def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
+    """A bare control plane (no plan applied) for tests that build their own objects."""
+    cp = start_plane(pytestconfig, "bare control plane")
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+def need_upstream() -> None:
+    if not upstream_available():
+        pytest.skip("../shared/upstream is absent: the upstream CRDs the plan needs are not available")
+
+
+class AppliedStack:
+    """A control plane with one stack's offline plan applied, in install order."""
+
+    def __init__(self, cp: ControlPlane, run: Run, applied: list[Applied]) -> None:
+        self.cp, self.run, self.applied = cp, run, applied
+
+    @property
+    def kube(self):  # type: ignore[no-untyped-def]
+        return self.cp.kube
+
+
+def _applied(pytestconfig: pytest.Config, stack: str) -> Iterator[AppliedStack]:
+    need_upstream()
+    cp = start_plane(pytestconfig, f"{stack} plan")
+    try:
+        run = offline_run(stack)
+        applied = apply_plan(cp.kube, run)
+        _say(pytestconfig, f"e2e: {stack}: {len(applied)} objects applied")
+        yield AppliedStack(cp, run, applied)
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def onprem(pytestconfig: pytest.Config) -> Iterator[AppliedStack]:
+    yield from _applied(pytestconfig, "onprem")
+
+
+@pytest.fixture(scope="session")
+def aks(pytestconfig: pytest.Config) -> Iterator[AppliedStack]:
+    yield from _applied(pytestconfig, "aks")

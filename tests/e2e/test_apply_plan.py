@@ -1,0 +1,88 @@
+"""Both stacks' offline plans, applied to a real API server: accepted, stored as sent, idempotent."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from e2e.controlplane import ControlPlane
+from e2e.plan_apply import PlanRefusedError, apply_plan, planned_objects, stored_differences
+from tests.conftest import offline_run
+from tests.e2e.conftest import AppliedStack, need_upstream
+
+
+@pytest.fixture(params=["onprem", "aks"])
+def applied(request: pytest.FixtureRequest) -> AppliedStack:
+    return request.getfixturevalue(str(request.param))
+
+
+def test_every_object_is_accepted_in_install_order(applied: AppliedStack) -> None:
+    planned = planned_objects(applied.run)
+    assert planned, "the plan has Kubernetes objects"
+    assert len(applied.applied) == len(planned)
+    for a in applied.applied:
+        assert a.stored["metadata"].get("resourceVersion"), a.planned.ref
+
+
+def test_the_server_stores_what_was_sent(applied: AppliedStack) -> None:
+    """Nothing pruned from a custom resource, nothing rewritten: the plan means what it says."""
+    problems = {
+        a.planned.ref: diffs
+        for a in applied.applied
+        if (diffs := stored_differences(a.planned.obj, a.stored))
+        # A NodePatch applies only our labels: the stored Node has more, never less.
+    }
+    assert not problems, "\n".join(f"{ref}: {d}" for ref, ds in problems.items() for d in ds)
+
+
+def test_applying_twice_changes_nothing(applied: AppliedStack) -> None:
+    """A second server-side apply of the same plan is a no-op: no object gets a new resourceVersion.
+
+    Controllers write status (quota usage, Job status) in between, so the comparison is with each
+    object as it is right before the second apply, not with the first apply's answer.
+    """
+    kube = applied.kube
+    changed = []
+    for a in applied.applied:
+        obj = a.planned.obj
+        meta = obj["metadata"]
+        current = kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        assert current is not None, a.planned.ref
+        again = kube.apply(obj, manager="gpuaas-plan")
+        if again["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            changed.append(a.planned.ref)
+    assert not changed, f"a second apply changed: {changed}"
+
+
+def test_node_labels_coexist_with_another_field_manager(onprem: AppliedStack) -> None:
+    kube = onprem.kube
+    node = next(a for a in onprem.applied if a.planned.obj["kind"] == "Node")
+    name = node.planned.obj["metadata"]["name"]
+    ours = node.planned.obj["metadata"]["labels"]
+    kube.apply(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"example.com/rack": "r12"}}},
+        manager="someone-else",
+    )
+    apply_plan(kube, onprem.run)  # our manager applies again, with force
+    labels = kube.get("v1", "Node", name)["metadata"]["labels"]  # type: ignore[index]
+    assert labels["example.com/rack"] == "r12", "another manager's label survives our apply"
+    for k, v in ours.items():
+        assert labels[k] == v
+
+
+def test_a_refused_object_fails_with_the_servers_message(control_plane: ControlPlane) -> None:
+    """A plan the server refuses stops at that object, naming it, with the server's own message."""
+    need_upstream()
+    run = copy.deepcopy(offline_run("onprem"))
+    quota = next(r for r in run.records if r.inputs.get("kind") == "ResourceQuota")
+    quota.inputs["spec"]["hard"]["requests.nvidia.com/gpu"] = "12XB"
+    with pytest.raises(PlanRefusedError) as err:
+        apply_plan(control_plane.kube, run)
+    assert err.value.planned.obj["metadata"]["name"] == quota.inputs["metadata"]["name"]
+    assert err.value.error.status >= 400
+    assert "quantities must match the regular expression" in str(err.value)
+    # The allowed twin: the same object with a valid quantity is stored.
+    quota.inputs["spec"]["hard"]["requests.nvidia.com/gpu"] = "12"
+    stored = control_plane.kube.apply(quota.inputs)
+    assert stored["spec"]["hard"]["requests.nvidia.com/gpu"] == "12"
