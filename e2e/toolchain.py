@@ -138,7 +138,9 @@ def _k8s_provider_embeds(ts: ToolSet) -> None:
     """Write what upstream's generate.go writes: the schema with the release version set, and the
     Terraform mapping, both re-serialised from the module's committed JSON."""
     v = required_versions(ts.module_dir)
-    src = Path(_download_json(K8S_PROVIDER, v[K8S_PROVIDER], ts.module_dir)["Dir"]) / "cmd" / "pulumi-resource-kubernetes"
+    src = (
+        Path(_download_json(K8S_PROVIDER, v[K8S_PROVIDER], ts.module_dir)["Dir"]) / "cmd" / "pulumi-resource-kubernetes"
+    )
     schema = json.loads((src / "schema.json").read_text())
     schema["version"] = k8s_provider_release(v)
     mapping = json.loads((src / "terraform-mapping.json").read_text())
