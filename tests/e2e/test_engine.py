@@ -190,7 +190,7 @@ def test_reversed_teams_preview_has_no_changes(deployed: Deployed) -> None:
 # --------------------------------------------------------------------------------------------
 # adding and retiring a team
 
-ROBOTICS = {"name": "robotics", "groups": ["oidc:team-robotics"], "quota": {"gpus": 4, "cpu": "64", "memory": "512Gi"}}
+ROBOTICS = {"name": "robotics", "groups": ["oidc:team-robotics"], "quota": {"cpu": "64", "memory": "512Gi"}}
 
 
 def test_adding_a_team_previews_creates_of_that_team_only(deployed: Deployed) -> None:
@@ -277,7 +277,7 @@ def test_mig_layout_change_needs_reconfigure(deployed: Deployed) -> None:
 
 TWO_TEAMS = [
     {**ROBOTICS, "protect": False},
-    {"name": "robotics-2", "groups": ["oidc:team-robotics-2"], "protect": False, "quota": {"gpus": 4}},
+    {"name": "robotics-2", "groups": ["oidc:team-robotics-2"], "protect": False, "quota": {"cpu": "32"}},
 ]
 
 
