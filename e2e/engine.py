@@ -66,19 +66,26 @@ def bin_dirs() -> list[Path]:
 @dataclasses.dataclass(frozen=True)
 class StandIn:
     chart: str  # the chart name the program installs (components/*.CHART)
-    upstream: Path  # the chart's folder in ../shared/upstream at the pinned version
+    version: str  # the pinned chart version (components/versions.py)
+    upstream: Path  # the chart's folder in ../shared/upstream at that version
 
 
 def standins() -> list[StandIn]:
     return [
-        StandIn(network_operator.CHART, UPSTREAM / "network-operator" / versions.NETWORK_OPERATOR_CHART),
-        StandIn(gpu_operator.CHART, UPSTREAM / "gpu-operator" / versions.GPU_OPERATOR_CHART),
+        StandIn(
+            network_operator.CHART,
+            versions.NETWORK_OPERATOR_CHART,
+            UPSTREAM / "network-operator" / versions.NETWORK_OPERATOR_CHART,
+        ),
+        StandIn(gpu_operator.CHART, versions.GPU_OPERATOR_CHART, UPSTREAM / "gpu-operator" / versions.GPU_OPERATOR_CHART),
     ]
 
 
 def standin_charts(dest: Path) -> Path:
-    """Write one local chart per release under ``dest``: the upstream Chart.yaml's name and
-    version, and the chart's own ``crds/`` (Helm installs those before anything else)."""
+    """Write one local chart per release under ``dest``: the chart's name (upstream Chart.yaml),
+    the pinned version (the upstream tree's Chart.yaml may carry a development placeholder,
+    e.g. the GPU Operator's ``v1.0.0-devel``), and the chart's own ``crds/`` (Helm installs
+    those before anything else)."""
     for s in standins():
         meta = yaml.safe_load((s.upstream / "Chart.yaml").read_text())
         out = dest / s.chart
@@ -86,9 +93,9 @@ def standin_charts(dest: Path) -> Path:
         chart = {
             "apiVersion": "v2",
             "name": meta["name"],
-            "version": meta["version"],
-            "appVersion": meta.get("appVersion", meta["version"]),
-            "description": f"e2e stand-in for {meta['name']} {meta['version']}: its upstream CRDs only",
+            "version": s.version.lstrip("v"),
+            "appVersion": s.version,
+            "description": f"e2e stand-in for {meta['name']} {s.version}: its upstream CRDs only",
             "type": "application",
         }
         (out / "Chart.yaml").write_text(yaml.safe_dump(chart, sort_keys=False))
@@ -269,9 +276,7 @@ class NetworkOperatorStandIn:
                     if (ncp.get("status") or {}).get("state") == "ready":
                         continue
                     self.kube.patch(
-                        {"apiVersion": api, "kind": "NicClusterPolicy", "metadata": {"name": name}},
-                        {"status": {"state": "ready", "appliedStates": []}},
-                        sub="status",
+                        api, "NicClusterPolicy", name, None, {"status": {"state": "ready"}}, sub="status"
                     )
                     self.reported.add(name)
 
