@@ -165,7 +165,6 @@ class Stack:
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
             "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
-            "PULUMI_SKIP_CONFIRMATIONS": "true",
             "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
             "KUBECONFIG": str(kubeconfig),
             E2E_STANDIN_CHARTS_ENV: str(self.charts),
