@@ -257,7 +257,7 @@ class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         try:
             fut.set_result(fn(*args, **kwargs))
-        except BaseException as exn:  # noqa: BLE001 - handed to the awaiting coroutine, as a pool would
+        except BaseException as exn:  # handed to the awaiting coroutine, as a pool would
             fut.set_exception(exn)
         return fut
 
@@ -276,7 +276,7 @@ def _inline_monitor_calls() -> Iterator[None]:
     try:
         yield
     finally:
-        loop._default_executor = saved  # type: ignore[attr-defined]
+        loop._default_executor = saved
 
 
 def _resolve_outputs() -> tuple[dict[str, Any], set[str]]:

@@ -77,7 +77,9 @@ def standins() -> list[StandIn]:
             versions.NETWORK_OPERATOR_CHART,
             UPSTREAM / "network-operator" / versions.NETWORK_OPERATOR_CHART,
         ),
-        StandIn(gpu_operator.CHART, versions.GPU_OPERATOR_CHART, UPSTREAM / "gpu-operator" / versions.GPU_OPERATOR_CHART),
+        StandIn(
+            gpu_operator.CHART, versions.GPU_OPERATOR_CHART, UPSTREAM / "gpu-operator" / versions.GPU_OPERATOR_CHART
+        ),
     ]
 
 
@@ -274,9 +276,7 @@ class NetworkOperatorStandIn:
                     name = ncp["metadata"]["name"]
                     if (ncp.get("status") or {}).get("state") == "ready":
                         continue
-                    self.kube.patch(
-                        api, "NicClusterPolicy", name, None, {"status": {"state": "ready"}}, sub="status"
-                    )
+                    self.kube.patch(api, "NicClusterPolicy", name, None, {"status": {"state": "ready"}}, sub="status")
                     self.reported.add(name)
 
 

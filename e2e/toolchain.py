@@ -160,7 +160,8 @@ TOOLSETS: dict[str, ToolSet] = {
         ),
     ),
     # The Pulumi CLI at the nearest version the proxy serves to the Python SDK's (see
-    # README.md ("The real engine against a local control plane")), our small Python language host, and the SDK's exec script.
+    # README "The real engine against a local control plane"), our small Python language host, and the
+    # SDK's exec script.
     "engine": ToolSet(
         name="engine",
         module_dir=E2E / "engine",
