@@ -1,5 +1,5 @@
 // The Pulumi engine for the e2e suite: the CLI from github.com/pulumi/pulumi/pkg/v3 and a small
-// Python language host (cmd/pulumi-language-python) built on sdk/v3. See e2e/README-engine.md.
+// Python language host (cmd/pulumi-language-python) built on sdk/v3. See README.md, "The real engine against a local control plane".
 module gpuaas.local/e2e/engine
 
 go 1.26.6

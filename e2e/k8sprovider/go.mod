@@ -1,5 +1,6 @@
 // pulumi-resource-kubernetes for the e2e suite, in a module of its own: the control plane's
-// k8s.io v0.34 replaces would change the provider's k8s.io libraries. See e2e/README-engine.md.
+// k8s.io v0.34 replaces would change the provider's k8s.io libraries. See README.md, "The real engine
+// against a local control plane".
 module gpuaas.local/e2e/k8sprovider
 
 go 1.24.7

@@ -1,8 +1,8 @@
 // Command pulumi-language-python is a small Python language host for the e2e suite.
 //
 // Upstream's host lives in its own module (github.com/pulumi/pulumi/sdk/python/cmd/
-// pulumi-language-python/v3) with no tags; the module proxy answers 403 for it (see
-// e2e/README-engine.md), so it cannot be built here. This host does the part of its job that
+// pulumi-language-python/v3) with no tags; the module proxy answers 403 for it (README.md,
+// "The real engine against a local control plane"), so it cannot be built here. This host does the part of its job that
 // `pulumi preview/up/refresh/destroy` and `--policy-pack` need, the same way upstream's main.go
 // does it: Run starts the Python SDK's own `pulumi-language-python-exec` script (copied next to
 // this binary from the sdk/v3 module zip at the pinned SDK version) in the project's virtualenv
