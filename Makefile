@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= onprem
 
-.PHONY: plan plans diff test lint typecheck unit e2e e2e-tools cluster cluster-down bench clean tools actionlint policy-pack
+.PHONY: plan plans diff test lint typecheck unit e2e e2e-tools cluster cluster-down engine-shell bench clean tools actionlint policy-pack
 
 # The virtualenv (Pulumi.yaml names it too). Planning needs only the runtime (requirements.txt);
 # `make test` adds the test tools (requirements-dev.txt). Each stamp follows its own file.
@@ -89,6 +89,14 @@ cluster: $(VENV)/.installed e2e-tools
 
 cluster-down:
 	$(BIN)/python -m e2e.cluster down
+
+## engine-shell: a shell for the real engine against `make cluster`: the Pulumi CLI, our Python language
+## host and pulumi-resource-kubernetes first on PATH (built from Go modules), a local file backend in
+## .engine/, the passphrase set, STACK's config; `pulumi preview` / `pulumi up` run there. Prints the CLI version first.
+engine-shell: $(VENV)/.runtime
+	$(BIN)/python -m e2e.toolchain build engine
+	$(BIN)/python -m e2e.toolchain build k8sprovider
+	$(BIN)/python -m e2e.engine shell --stack $(STACK)
 
 ## bench: the scale benchmark of the offline plan (not part of `make test`).
 bench: $(VENV)/.installed

@@ -8,7 +8,9 @@ never adds an auto-suffix to a cluster object.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -42,12 +44,40 @@ _TYPED: dict[tuple[str, str], Any] = {
 }
 
 
+#: TEST-ONLY switch, read in this one place: the e2e engine run (e2e/engine.py) against a control
+#: plane with no kubelet and no chart repository. Set to a folder of stand-in charts, it makes
+#: every Helm release install ``<folder>/<chart>`` (a local chart holding only the upstream CRDs)
+#: instead of the pinned chart from its repository, and marks the workloads whose readiness only
+#: a kubelet can bring (:data:`KUBELET_AWAITED`) ``pulumi.com/skipAwait``. Never set it for a
+#: real cluster: unset (the default), nothing here changes.
+E2E_STANDIN_CHARTS_ENV = "GPUAAS_E2E_STANDIN_CHARTS"
+#: Kinds whose pulumi-kubernetes await needs running pods (ready DaemonSet/Deployment pods, Job
+#: completion, Service endpoints); without a kubelet they would wait until the timeout.
+KUBELET_AWAITED = frozenset({"DaemonSet", "Deployment", "StatefulSet", "Job", "Pod", "Service"})
+SKIP_AWAIT = "pulumi.com/skipAwait"
+
+
+def e2e_standin_charts() -> Path | None:
+    """The e2e stand-in chart folder when the test-only switch is set (see E2E_STANDIN_CHARTS_ENV)."""
+    value = os.environ.get(E2E_STANDIN_CHARTS_ENV)
+    return Path(value) if value else None
+
+
+def _e2e_skip_await(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    if e2e_standin_charts() is None or manifest["kind"] not in KUBELET_AWAITED:
+        return manifest
+    meta = dict(manifest.get("metadata", {}))
+    meta["annotations"] = {**meta.get("annotations", {}), SKIP_AWAIT: "true"}
+    return {**manifest, "metadata": meta}
+
+
 def apply(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None) -> pulumi.CustomResource:
     """Register ``manifest`` as a resource with logical name ``name``.
 
     Typed classes take the manifest's top-level fields as arguments; any other kind becomes an
     ``apiextensions.CustomResource`` carrying every field (e.g. ``spec``) unchanged.
     """
+    manifest = _e2e_skip_await(manifest)
     api, kind = manifest["apiVersion"], manifest["kind"]
     if not manifest.get("metadata", {}).get("name"):
         raise ValueError(f"{kind} {name!r} has no metadata.name: cluster objects are always named explicitly")
@@ -94,13 +124,18 @@ def helm_release(
     the next ``up`` starts clean (pulumi-kubernetes#2054). ``timeout`` is generous because driver
     containers compile kernel modules on first start; Helm's 300 s is far too short.
     """
+    standins = e2e_standin_charts()
     return k8s.helm.v3.Release(
         logical_name,
         name=release,
-        chart=chart,
+        # A stand-in is named like the chart (an OCI reference's last part: oci://.../kueue -> kueue).
+        chart=chart if standins is None else str(standins / chart.rsplit("/", 1)[-1]),
         version=version,
-        # No repository: ``chart`` is an OCI reference (oci://...), which Helm pulls itself.
-        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repository) if repository is not None else None,
+        # No repository: ``chart`` is an OCI reference (oci://...), which Helm pulls itself; or an
+        # e2e stand-in chart folder (GPUAAS_E2E_STANDIN_CHARTS).
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repository)
+        if repository is not None and standins is None
+        else None,
         namespace=namespace,
         create_namespace=False,
         values=dict(values),

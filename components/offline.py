@@ -8,6 +8,7 @@ tests both use this module, so what a reviewer reads is what the tests assert on
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import gc
 import json
 import runpy
@@ -119,7 +120,13 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             custom=request.custom or False,
         )
         id_, state = self.mocks.new_resource(args)
-        obj_proto = _sync_await(rpc.serialize_properties(state, {}))
+        # Outputs that mirror the inputs are the request's own Struct: serialising the
+        # deserialised inputs again gives the same Struct (no unknowns outside a preview, no
+        # output values: the SDK's MockMonitor does not support them), without the cost.
+        if state == inputs and not pulumi.runtime.is_dry_run():
+            obj_proto = request.object
+        else:
+            obj_proto = _sync_await(rpc.serialize_properties(state, {}))
         self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, id_, state)  # type: ignore[arg-type]
         self.records.append(
             Record(
@@ -219,7 +226,7 @@ def run_program(
         if isinstance(root, pulumi.ComponentResource):
             root.register_outputs(massage(getattr(root, "outputs", {}), []))
 
-    with gc_paused() if fast else nullcontext(), _no_stack_traces() if fast else nullcontext():
+    with gc_paused() if fast else nullcontext(), _no_stack_traces() if fast else nullcontext(), _inline_monitor_calls():
         _sync_await(run_pulumi_func(main))
         outputs, secrets = _resolve_outputs()
     return Run(stack=stack, records=monitor.records, outputs=outputs, secret_outputs=secrets)
@@ -260,6 +267,39 @@ def _no_stack_traces() -> Iterator[None]:
         yield
     finally:
         pulumi_resource._get_stack_trace = saved
+
+
+class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):
+    """Runs each call at once, on the calling thread, and hands back its finished future.
+
+    (A ThreadPoolExecutor only because asyncio accepts no other default executor; it never
+    starts a thread.)
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as exn:  # handed to the awaiting coroutine, as a pool would
+            fut.set_exception(exn)
+        return fut
+
+
+@contextmanager
+def _inline_monitor_calls() -> Iterator[None]:
+    """Let the SDK's monitor calls run on the event loop's thread instead of a thread pool.
+
+    The SDK sends every registration through ``loop.run_in_executor`` because a real monitor
+    is a blocking gRPC call. The recording monitor answers at once, so the pool only adds a
+    thread hop and GIL hand-offs per call (and hides the monitor from a profiler).
+    """
+    loop = _ensure_event_loop()  # type: ignore[no-untyped-call]
+    saved = getattr(loop, "_default_executor", None)
+    loop.set_default_executor(_InlineExecutor())
+    try:
+        yield
+    finally:
+        loop._default_executor = saved
 
 
 def _resolve_outputs() -> tuple[dict[str, Any], set[str]]:

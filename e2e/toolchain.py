@@ -39,6 +39,9 @@ class Target:
     name: str
     package: str
     ldflags: Callable[[dict[str, str]], list[str]] = lambda _v: []
+    # Set for a file that is copied from the Go module cache instead of built (a script that
+    # upstream ships next to a binary): returns its path there.
+    copy_from: Callable[[ToolSet], Path] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,12 @@ class ToolSet:
     version_of: str
     targets: tuple[Target, ...]
     env: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Writes files the build needs that upstream generates (paths under module_dir, gitignored,
+    # listed in ``generated`` so that they stay out of the cache key).
+    prepare: Callable[[ToolSet], None] | None = None
+    generated: tuple[str, ...] = ()
+    # Files outside the module that decide a target too (requirements.txt's SDK pin).
+    key_files: tuple[Path, ...] = ()
 
 
 def _k8s_stamp(v: dict[str, str]) -> list[str]:
@@ -77,6 +86,75 @@ def _kueue_stamp(v: dict[str, str]) -> list[str]:
     return [f"-X {base}.GitVersion={v['sigs.k8s.io/kueue']}", f"-X {base}.BuildDate=1970-01-01"]
 
 
+REPO = E2E.parent
+
+
+def requirement(name: str) -> str:
+    """The version requirements.txt pins for ``name``: the Python SDK pins decide the engine too."""
+    m = re.search(rf"^{re.escape(name)}==(\S+)", (REPO / "requirements.txt").read_text(), re.M)
+    if not m:
+        raise SystemExit(f"toolchain: requirements.txt pins no {name}")
+    return m.group(1)
+
+
+PULUMI_PKG = "github.com/pulumi/pulumi/pkg/v3"
+PULUMI_SDK = "github.com/pulumi/pulumi/sdk/v3"
+K8S_PROVIDER = "github.com/pulumi/pulumi-kubernetes/provider/v4"
+# provider/v4 has no tags of its own (only the repository's v4.x.y): the proxy serves it by
+# pseudo-version, v4.0.0-<commit time>-<commit>. This maps the commit to the release tagged there.
+K8S_PROVIDER_RELEASES = {"f47bc2d6f199": "4.25.0"}
+
+
+def _pulumi_stamp(v: dict[str, str]) -> list[str]:
+    return [f"-X {PULUMI_SDK}/go/common/version.Version={v[PULUMI_PKG]}"]
+
+
+def _langhost_stamp(v: dict[str, str]) -> list[str]:
+    # Our own host (e2e/engine/cmd/pulumi-language-python): the SDK module it is built on, marked.
+    return [f"-X main.version={v[PULUMI_SDK].lstrip('v')}+gpuaas.e2e"]
+
+
+def _python_exec_script(ts: ToolSet) -> Path:
+    """pulumi-language-python-exec from the sdk/v3 module zip at the pinned Python SDK's version.
+
+    The exec script runs the program inside the SDK (its settings, the monitor connection), so it
+    must match the SDK in the virtualenv, not the CLI.
+    """
+    info = _download_json(PULUMI_SDK, "v" + requirement("pulumi"), ts.module_dir)
+    return Path(info["Dir"]) / "python" / "cmd" / "pulumi-language-python-exec"
+
+
+def k8s_provider_release(v: dict[str, str]) -> str:
+    commit = v[K8S_PROVIDER].rsplit("-", 1)[1]
+    if commit not in K8S_PROVIDER_RELEASES:
+        raise SystemExit(f"toolchain: {K8S_PROVIDER}@{v[K8S_PROVIDER]}: no release known for commit {commit}")
+    return K8S_PROVIDER_RELEASES[commit]
+
+
+def _k8s_provider_stamp(v: dict[str, str]) -> list[str]:
+    return [f"-X {K8S_PROVIDER}/pkg/version.Version={k8s_provider_release(v)}"]
+
+
+K8S_PROVIDER_EMBEDS = (
+    "cmd/pulumi-resource-kubernetes/schema-embed.json",
+    "cmd/pulumi-resource-kubernetes/terraform-mapping-embed.json",
+)
+
+
+def _k8s_provider_embeds(ts: ToolSet) -> None:
+    """Write what upstream's generate.go writes: the schema with the release version set, and the
+    Terraform mapping, both re-serialised from the module's committed JSON."""
+    v = required_versions(ts.module_dir)
+    src = (
+        Path(_download_json(K8S_PROVIDER, v[K8S_PROVIDER], ts.module_dir)["Dir"]) / "cmd" / "pulumi-resource-kubernetes"
+    )
+    schema = json.loads((src / "schema.json").read_text())
+    schema["version"] = k8s_provider_release(v)
+    mapping = json.loads((src / "terraform-mapping.json").read_text())
+    for rel, doc in zip(K8S_PROVIDER_EMBEDS, (schema, mapping), strict=True):
+        (ts.module_dir / rel).write_text(json.dumps(doc, separators=(",", ":")))
+
+
 TOOLSETS: dict[str, ToolSet] = {
     "controlplane": ToolSet(
         name="controlplane",
@@ -94,6 +172,28 @@ TOOLSETS: dict[str, ToolSet] = {
         module_dir=E2E / "kueue",
         version_of="sigs.k8s.io/kueue",
         targets=(Target("kueue", "sigs.k8s.io/kueue/cmd/kueue", _kueue_stamp),),
+    ),
+    # The Pulumi CLI at the nearest version the proxy serves to the Python SDK's (see
+    # README "The real engine against a local control plane"), our small Python language host, and the
+    # SDK's exec script.
+    "engine": ToolSet(
+        name="engine",
+        module_dir=E2E / "engine",
+        version_of=PULUMI_PKG,
+        targets=(
+            Target("pulumi", f"{PULUMI_PKG}/cmd/pulumi", _pulumi_stamp),
+            Target("pulumi-language-python", "./cmd/pulumi-language-python", _langhost_stamp),
+            Target("pulumi-language-python-exec", "", copy_from=_python_exec_script),
+        ),
+        key_files=(REPO / "requirements.txt",),
+    ),
+    "k8sprovider": ToolSet(
+        name="k8sprovider",
+        module_dir=E2E / "k8sprovider",
+        version_of=K8S_PROVIDER,
+        targets=(Target("pulumi-resource-kubernetes", "./cmd/pulumi-resource-kubernetes", _k8s_provider_stamp),),
+        prepare=_k8s_provider_embeds,
+        generated=K8S_PROVIDER_EMBEDS,
     ),
 }
 
@@ -154,10 +254,14 @@ def _go_version() -> str:
 def cache_key(ts: ToolSet) -> str:
     """A hash of everything that decides the binaries: go.mod, go.sum, our sources, Go itself."""
     h = hashlib.sha256(_go_version().encode())
+    skip = {ts.module_dir / g for g in ts.generated}
     for f in sorted(ts.module_dir.rglob("*")):
-        if f.is_file() and f.suffix in {".mod", ".sum", ".go", ".json"}:
+        if f.is_file() and f.suffix in {".mod", ".sum", ".go", ".json"} and f not in skip:
             h.update(str(f.relative_to(ts.module_dir)).encode())
             h.update(f.read_bytes())
+    for f in ts.key_files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -187,7 +291,15 @@ def build(ts: ToolSet) -> Path:
     tmp = out.parent / "bin.partial"
     tmp.mkdir(parents=True, exist_ok=True)
     total = time.monotonic()
+    if ts.prepare is not None:
+        ts.prepare(ts)
     for t in missing:
+        if t.copy_from is not None:
+            src = t.copy_from(ts)
+            shutil.copyfile(src, tmp / t.name)
+            os.chmod(tmp / t.name, 0o755)
+            say(f"copied {t.name} from {src}")
+            continue
         say(f"building {t.name} ({t.package} @ {versions.get(ts.version_of, '?')}) ...")
         start = time.monotonic()
         ldflags = " ".join(["-s", "-w", *t.ldflags(versions)])
