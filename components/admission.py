@@ -44,8 +44,12 @@ resource in any container (``containers``, ``initContainers`` — native sidecar
 [<pool>]`` in every term, as the verification Jobs do). The pool comes from the namespace's own
 :data:`components.teams.POOL_LABEL` (``namespaceObject``), never from a parameter object: a
 ``paramRef`` without a namespace reads the pod's namespace, where the team may edit ConfigMaps.
-Namespaces are written by the platform only (the team role has no verb on them), and the label is
-what the binding selects on already: one source, no parameter to keep elsewhere.
+Namespaces are written by the platform only (the team role has no verb on them): one source, no
+parameter to keep elsewhere. The binding matches *every* team namespace, as the partition binding
+does: a team namespace without the label (a team with no partition) may request no GPU or RDMA
+resource at all. Bound only to labelled namespaces, a partitionless team with ``quota.rdma`` (its
+quota then names ``rdma/hcashared``) could select another team's ND pool — another team's
+InfiniBand partition — and nothing would look (review 2026-12-01, item 1).
 
 Every expression is valid CEL for admissionregistration.k8s.io/v1 on Kubernetes 1.34: ``has()``
 guards instead of optional types, and no list concatenation across element types (each container
@@ -358,8 +362,11 @@ def partition_binding() -> Manifest:
 
 _ACCEL = "r.startsWith('nvidia.com/') || r.startsWith('rdma/')"
 WANTS_ACCELERATOR: Final = "!(" + _every_resource(f"!({_ACCEL})") + ")"
-#: The team's pool: its namespace's label (the binding only matches namespaces that have it).
-POOL_VAR: Final = f"namespaceObject.metadata.labels['{POOL_LABEL}']"
+#: The team's pool: its namespace's label; ``''`` where the namespace has none (no partition).
+POOL_VAR: Final = (
+    f"has(namespaceObject.metadata.labels) && '{POOL_LABEL}' in namespaceObject.metadata.labels"
+    f" ? namespaceObject.metadata.labels['{POOL_LABEL}'] : ''"
+)
 _KEY = f"'{AKS_POOL_LABEL}'"
 #: nodeSelector ``key=pool``, or a required node affinity every term of which pins ``key In [pool]``.
 SELECTS_POOL: Final = (
@@ -398,8 +405,13 @@ def pool_policy() -> Manifest:
             ],
             "validations": [
                 {
-                    "expression": f"!variables.wantsAccelerator || ({SELECTS_POOL})",
+                    # No pool label: no pool to select, so no accelerator at all (an empty pool
+                    # would otherwise be "selected" by nodeSelector agentpool='' — no node has it, but
+                    # the refusal must not rest on that).
+                    "expression": f"!variables.wantsAccelerator || (variables.pool != '' && ({SELECTS_POOL}))",
                     "messageExpression": (
+                        "variables.pool == '' ? 'pods in this namespace may request no GPU or RDMA resource: "
+                        "the team has no InfiniBand pool (no partition)' : "
                         "'GPU/RDMA pods of this team run on its InfiniBand pool: select it with nodeSelector "
                         f"{AKS_POOL_LABEL}=' + variables.pool"
                     ),
@@ -411,10 +423,8 @@ def pool_policy() -> Manifest:
 
 
 def pool_binding() -> Manifest:
-    return _binding(
-        POOL_POLICY,
-        matchResources={"namespaceSelector": _team_namespaces({"key": POOL_LABEL, "operator": "Exists"})},
-    )
+    """Every team namespace, labelled with a pool or not (a namespace without one may request no accelerator)."""
+    return _binding(POOL_POLICY, matchResources={"namespaceSelector": _team_namespaces()})
 
 
 def admission_objects(cfg: StackConfig) -> dict[str, Manifest]:

@@ -117,3 +117,27 @@ def test_a_pod_without_gpus_or_rdma_may_run_anywhere(kube: Kube) -> None:
     plain = gpu_pod(a, pool=None)
     plain["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
     kube.create(plain, as_=member(a), dry_run=True)
+
+
+def test_a_team_without_a_partition_may_request_no_gpu_or_rdma_on_any_pool(kube: Kube) -> None:
+    """Review item 1: a partitionless team's namespace has no pool label; it may not pick a pool itself."""
+    from components import teams
+
+    raw = raw_stack("aks")
+    raw["teams"].append({"name": "interns", "groups": ["aad:gpuaas-interns"], "quota": {"gpus": 0}})
+    cfg = parse_config(raw)
+    ns = teams.namespace(cfg, cfg.teams[-1])
+    assert teams.POOL_LABEL not in ns["metadata"]["labels"]
+    kube.apply(ns, manager="gpuaas-plan")
+    try:
+        for resource in (GPU, RDMA):
+            for pool in (*POOL.values(), None):
+                with pytest.raises(ApiError) as err:
+                    kube.create(gpu_pod("interns", pool=pool, resource=resource), dry_run=True)
+                assert err.value.status == 403 and "no InfiniBand pool" in err.value.message, (resource, pool)
+        # The allowed twin: the same pod without an accelerator, on any pool.
+        plain = gpu_pod("interns", pool=next(iter(POOL.values())))
+        plain["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+        kube.create(plain, dry_run=True)
+    finally:
+        kube.delete("v1", "Namespace", "interns")
