@@ -402,3 +402,23 @@ def test_team_namespaces_are_protected_until_the_team_is_retired() -> None:
     assert len(namespaces) == len(raw["teams"])
     quota = run.named("gpuaas-teams-vision-quota")
     assert not quota.protect, "only the namespace: everything inside is recreated from config"
+
+
+@pytest.mark.parametrize("stack", ["onprem", "aks"])
+def test_every_team_has_a_quota_of_no_pods_at_system_priority(stack: str) -> None:
+    """Review item 2: the scoped quota in every team namespace, and nothing else in its scope."""
+    cfg = parse_config(raw_stack(stack))
+    for team in cfg.teams:
+        objs = teams.team_objects(cfg, team)
+        q = objs["no-critical-priority"]
+        kubernetes_validate.validate(q, K8S_VERSION, strict=True)
+        assert q["metadata"] == {"name": teams.NO_CRITICAL_QUOTA, "namespace": team.ns, "labels": dict(teams.PART_OF)}
+        assert q["spec"]["hard"] == {"pods": "0"}
+        (expr,) = q["spec"]["scopeSelector"]["matchExpressions"]
+        assert expr == {
+            "scopeName": "PriorityClass",
+            "operator": "In",
+            "values": ["system-cluster-critical", "system-node-critical"],
+        }
+        # The allowed side: the team's own quota has no scope, so every other priority is counted there.
+        assert "scopeSelector" not in objs["quota"]["spec"] and "scopes" not in objs["quota"]["spec"]
