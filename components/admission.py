@@ -443,7 +443,13 @@ def admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
 
 
 class Admission(pulumi.ComponentResource):
-    """The team admission policies and their bindings (cluster-scoped, a constant count)."""
+    """The team admission policies and their bindings (cluster-scoped, a constant count).
+
+    ``objects``: every policy and binding, for what may only exist once they are in force (the
+    team quotas and RoleBindings, :class:`components.teams.Teams` ``guards``).
+    """
+
+    objects: list[pulumi.CustomResource]
 
     def __init__(
         self,
@@ -459,8 +465,9 @@ class Admission(pulumi.ComponentResource):
         for role, manifest in objects.items():
             if role.endswith("-policy"):
                 policies[role] = kube.apply(f"{name}-{role}", manifest, kube.child(self, list(depends_on)))
+        self.objects = list(policies.values())
         for role, manifest in objects.items():
             if role.endswith("-binding"):
                 policy = policies[role.replace("-binding", "-policy")]
-                kube.apply(f"{name}-{role}", manifest, kube.child(self, [policy, *depends_on]))
+                self.objects.append(kube.apply(f"{name}-{role}", manifest, kube.child(self, [policy, *depends_on])))
         self.register_outputs({"policies": sorted(m["metadata"]["name"] for m in objects.values())})

@@ -415,11 +415,18 @@ def team_export(cfg: StackConfig, team: Team) -> dict[str, Any]:
     return out
 
 
+#: The team objects that grant something admission must guard: only after the guards are in force.
+GUARDED: Final = frozenset({"quota", "no-critical-priority", "rolebinding"})
+
+
 class Teams(pulumi.ComponentResource):
     """Every team's namespace, quota, limits, RBAC and IB network objects.
 
     ``depends_on``: what the team objects need first — the Network Operator (NAD and IPPool
     CRDs) and, on-prem, the OpenSM partitions that give the NAD's VFs their membership.
+    ``guards``: the admission policies and bindings that make a quota or a RoleBinding safe (a
+    quota lets a team request GPUs and RDMA, a RoleBinding lets it create pods); the quotas and
+    RoleBindings wait for them (:data:`GUARDED`).
     """
 
     namespaces: dict[str, pulumi.CustomResource]
@@ -432,6 +439,7 @@ class Teams(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         *,
         depends_on: Sequence[pulumi.Resource] = (),
+        guards: Sequence[pulumi.Resource] = (),
     ) -> None:
         super().__init__("gpuaas:index:Teams", name, None, opts)
         self.namespaces = {}
@@ -444,7 +452,9 @@ class Teams(pulumi.ComponentResource):
             ns = kube.apply(f"{name}-{team.name}-namespace", objects.pop("namespace"), ns_opts)
             self.namespaces[team.name] = ns
             for role_name, manifest in objects.items():
-                after = [ns, member] if role_name == "rolebinding" else [ns]
+                after: list[pulumi.Resource] = [ns, member] if role_name == "rolebinding" else [ns]
+                if role_name in GUARDED:
+                    after.extend(guards)
                 kube.apply(f"{name}-{team.name}-{role_name}", manifest, kube.child(self, [*after, *depends_on]))
             self.exports[team.name] = team_export(cfg, team)
         self.register_outputs({"teams": self.exports})

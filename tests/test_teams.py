@@ -422,3 +422,30 @@ def test_every_team_has_a_quota_of_no_pods_at_system_priority(stack: str) -> Non
         }
         # The allowed side: the team's own quota has no scope, so every other priority is counted there.
         assert "scopeSelector" not in objs["quota"]["spec"] and "scopes" not in objs["quota"]["spec"]
+
+
+@pytest.mark.parametrize("stack", ["onprem", "aks"])
+def test_team_quotas_and_role_bindings_wait_for_every_admission_guard(stack: str) -> None:
+    """Review item 3: a quota (GPUs, RDMA) or RoleBinding (create pods) is applied only after the guards."""
+    from components.offline import run_program
+
+    run = run_program(stack)
+    order = {r.urn: i for i, r in enumerate(run.records)}
+    guards = [r for r in run.records if r.name.startswith("gpuaas-admission-")]
+    assert {r.type for r in guards} == {
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+    }
+    cfg = parse_config(raw_stack(stack))
+    assert len(guards) == len(admission.admission_objects(cfg))
+    for team in cfg.teams:
+        for role in sorted(teams.GUARDED & set(teams.team_objects(cfg, team))):
+            r = run.named(f"gpuaas-teams-{team.name}-{role}")
+            assert {g.urn for g in guards} <= set(r.dependencies), r.name
+            assert all(order[g.urn] < order[r.urn] for g in guards), f"{r.name} registered before a guard"
+        # The unguarded twin: the namespace waits for no guard (the guards need no namespace).
+        ns = run.named(f"gpuaas-teams-{team.name}-namespace")
+        assert not {g.urn for g in guards} & set(ns.dependencies)
+    # Nor do the guards wait for a team namespace (they select namespaces by label).
+    team_ns = {run.named(f"gpuaas-teams-{t.name}-namespace").urn for t in cfg.teams}
+    assert not any(team_ns & set(g.dependencies) for g in guards)
