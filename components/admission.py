@@ -46,10 +46,11 @@ resource in any container (``containers``, ``initContainers`` — native sidecar
 ``paramRef`` without a namespace reads the pod's namespace, where the team may edit ConfigMaps.
 Namespaces are written by the platform only (the team role has no verb on them): one source, no
 parameter to keep elsewhere. The binding matches *every* team namespace, as the partition binding
-does: a team namespace without the label (a team with no partition) may request no GPU or RDMA
-resource at all. Bound only to labelled namespaces, a partitionless team with ``quota.rdma`` (its
-quota then names ``rdma/hcashared``) could select another team's ND pool — another team's
-InfiniBand partition — and nothing would look (review 2026-12-01, item 1).
+does: a team namespace without the label (a team with no partition) may request no RDMA resource
+on any pool (GPUs alone it may: it runs on the pools no team owns). Bound only to labelled
+namespaces, a partitionless team with ``quota.rdma`` (its quota then names ``rdma/hcashared``) could
+select another team's ND pool — another team's InfiniBand partition — and nothing would look
+(review 2026-12-01, item 1).
 
 Every expression is valid CEL for admissionregistration.k8s.io/v1 on Kubernetes 1.34: ``has()``
 guards instead of optional types, and no list concatenation across element types (each container
@@ -362,6 +363,7 @@ def partition_binding() -> Manifest:
 
 _ACCEL = "r.startsWith('nvidia.com/') || r.startsWith('rdma/')"
 WANTS_ACCELERATOR: Final = "!(" + _every_resource(f"!({_ACCEL})") + ")"
+WANTS_RDMA: Final = "!(" + _every_resource("!r.startsWith('rdma/')") + ")"
 #: The team's pool: its namespace's label; ``''`` where the namespace has none (no partition).
 POOL_VAR: Final = (
     f"has(namespaceObject.metadata.labels) && '{POOL_LABEL}' in namespaceObject.metadata.labels"
@@ -401,16 +403,21 @@ def pool_policy() -> Manifest:
             },
             "variables": [
                 {"name": "wantsAccelerator", "expression": WANTS_ACCELERATOR},
+                {"name": "wantsRdma", "expression": WANTS_RDMA},
                 {"name": "pool", "expression": POOL_VAR},
             ],
             "validations": [
                 {
-                    # No pool label: no pool to select, so no accelerator at all (an empty pool
-                    # would otherwise be "selected" by nodeSelector agentpool='' — no node has it, but
-                    # the refusal must not rest on that).
-                    "expression": f"!variables.wantsAccelerator || (variables.pool != '' && ({SELECTS_POOL}))",
+                    # No pool label (no partition): no RDMA, on any pool — RDMA is what reaches a
+                    # pool's InfiniBand partition. GPUs alone stay allowed: partitionless teams run
+                    # on the pools no team owns (elastic queues give them those flavors), and Kueue
+                    # adds the flavor's nodeSelector only after CREATE.
+                    "expression": (
+                        f"variables.pool == '' ? !variables.wantsRdma : "
+                        f"(!variables.wantsAccelerator || ({SELECTS_POOL}))"
+                    ),
                     "messageExpression": (
-                        "variables.pool == '' ? 'pods in this namespace may request no GPU or RDMA resource: "
+                        "variables.pool == '' ? 'pods in this namespace may request no RDMA resource: "
                         "the team has no InfiniBand pool (no partition)' : "
                         "'GPU/RDMA pods of this team run on its InfiniBand pool: select it with nodeSelector "
                         f"{AKS_POOL_LABEL}=' + variables.pool"

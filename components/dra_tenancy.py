@@ -41,7 +41,7 @@ from components import admission, dra
 from components import k8s as kube
 from components.config import StackConfig, Team
 from components.k8s import Manifest
-from components.teams import AKS_POOL_LABEL, PART_OF, TEAM_LABEL
+from components.teams import AKS_POOL_LABEL, PART_OF, POOL_LABEL, TEAM_LABEL
 
 CLAIMS_POLICY: Final = "gpuaas-team-claims"
 POOL_POLICY: Final = "gpuaas-team-dra-node-pool"
@@ -165,15 +165,12 @@ def pool_policy() -> Manifest:
                     "name": "claims",
                     "expression": "has(object.spec.resourceClaims) && object.spec.resourceClaims.size() > 0",
                 },
-                # '' without a pool label (a team with no partition): such a namespace claims nothing.
-                {"name": "pool", "expression": admission.POOL_VAR},
+                {"name": "pool", "expression": f"namespaceObject.metadata.labels['{POOL_LABEL}']"},
             ],
             "validations": [
                 {
-                    "expression": f"!variables.claims || (variables.pool != '' && ({SELECTS_POOL}))",
+                    "expression": f"!variables.claims || ({SELECTS_POOL})",
                     "messageExpression": (
-                        "variables.pool == '' ? 'pods in this namespace may claim no devices: the team has no "
-                        "InfiniBand pool (no partition)' : "
                         "'pods of this team that claim GPUs run on its InfiniBand pool: select it with nodeSelector "
                         f"{AKS_POOL_LABEL}=' + variables.pool"
                     ),
@@ -185,8 +182,7 @@ def pool_policy() -> Manifest:
 
 
 def pool_binding() -> Manifest:
-    """Every team namespace, as the device-plugin pool guard (components/admission.py): no pool label, no claims."""
-    return _binding(POOL_POLICY, _team_namespaces())
+    return _binding(POOL_POLICY, _team_namespaces({"key": POOL_LABEL, "operator": "Exists"}))
 
 
 def cluster_role() -> Manifest:

@@ -830,9 +830,11 @@ def test_pool_policy_with_real_cel(label: str, spec: dict[str, Any], allowed: bo
 
 def test_pool_variable_sees_the_pod() -> None:
     act = POOL.activation(pod(containers=_gpu()), "team-vision", namespace_labels=NS_LABELS)
-    assert act["variables"] == {"wantsAccelerator": True, "pool": POOL_NAME}
+    assert act["variables"] == {"wantsAccelerator": True, "wantsRdma": False, "pool": POOL_NAME}
+    act = POOL.activation(pod(containers=_gpu(resource="rdma/hcashared")), "team-vision", namespace_labels=NS_LABELS)
+    assert act["variables"] == {"wantsAccelerator": True, "wantsRdma": True, "pool": POOL_NAME}
     act = POOL.activation(pod(), "team-vision", namespace_labels=NS_LABELS)
-    assert act["variables"] == {"wantsAccelerator": False, "pool": POOL_NAME}
+    assert act["variables"] == {"wantsAccelerator": False, "wantsRdma": False, "pool": POOL_NAME}
 
 
 #: The labels of a team namespace without a partition: the team label, no pool.
@@ -843,14 +845,23 @@ NO_POOL_LABELS: Final = {k: v for k, v in NS_LABELS.items() if k != teams.POOL_L
     ("label", "spec", "allowed"),
     [
         ("rdma on another team's pool", {"containers": _gpu(resource="rdma/hcashared"), **_SELECT}, False),
-        ("gpu on another team's pool", {"containers": _gpu(), **_SELECT}, False),
-        ("gpu, empty pool selector", {"containers": _gpu(), "nodeSelector": {POOL_KEY: ""}}, False),
+        (
+            "rdma, empty pool selector",
+            {"containers": _gpu(resource="rdma/hcashared"), "nodeSelector": {POOL_KEY: ""}},
+            False,
+        ),
         ("rdma, no selector", {"containers": _gpu(resource="rdma/hcashared")}, False),
+        (
+            "rdma init container on another team's pool",
+            {"containers": _PLAIN, "initContainers": _gpu(resource="rdma/hcashared"), **_SELECT},
+            False,
+        ),
+        ("gpu, no selector (a shared pool, Kueue picks it)", {"containers": _gpu()}, True),
         ("cpu only, another team's pool", {"containers": _PLAIN, **_SELECT}, True),
         ("no resources", {}, True),
     ],
 )
-def test_a_team_without_a_pool_may_request_no_accelerator(label: str, spec: dict[str, Any], allowed: bool) -> None:
+def test_a_team_without_a_pool_may_request_no_rdma(label: str, spec: dict[str, Any], allowed: bool) -> None:
     """Review item 1: a partitionless team (RDMA quota from the shared plugin) on another team's ND pool."""
     p = pod(**spec)
     assert POOL.results(p, "team-nopart", namespace_labels=NO_POOL_LABELS) == [allowed], label

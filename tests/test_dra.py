@@ -548,29 +548,6 @@ def test_aks_dra_pods_must_select_their_pool(pod: dict[str, Any], ok: bool) -> N
     assert POOL.evaluate(pod, labels, "pods") == [ok]
 
 
-@pytest.mark.parametrize(
-    ("pod", "ok"),
-    [
-        (_pod(), True),
-        (
-            _pod(
-                resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpuaas-gpu"}],
-                nodeSelector={"kubernetes.azure.com/agentpool": "ndh100a"},
-            ),
-            False,
-        ),
-        (_pod(resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpuaas-gpu"}]), False),
-    ],
-    ids=["no-claims", "claims-some-pool", "claims-no-selector"],
-)
-def test_aks_dra_pods_of_a_team_without_a_pool_claim_nothing(pod: dict[str, Any], ok: bool) -> None:
-    """Review item 1: the binding matches every team namespace; without a pool label, no claims anywhere."""
-    assert dra_tenancy.pool_binding()["spec"]["matchResources"]["namespaceSelector"] == {
-        "matchExpressions": [{"key": "gpuaas.io/team", "operator": "Exists"}]
-    }
-    assert POOL.evaluate(pod, {"gpuaas.io/team": "interns"}, "pods") == [ok]
-
-
 # --------------------------------------------------------------------------------------------
 # The variant stack, planned
 

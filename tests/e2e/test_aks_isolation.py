@@ -119,7 +119,7 @@ def test_a_pod_without_gpus_or_rdma_may_run_anywhere(kube: Kube) -> None:
     kube.create(plain, as_=member(a), dry_run=True)
 
 
-def test_a_team_without_a_partition_may_request_no_gpu_or_rdma_on_any_pool(kube: Kube) -> None:
+def test_a_team_without_a_partition_may_request_no_rdma_on_any_pool(kube: Kube) -> None:
     """Review item 1: a partitionless team's namespace has no pool label; it may not pick a pool itself."""
     from components import teams
 
@@ -130,14 +130,12 @@ def test_a_team_without_a_partition_may_request_no_gpu_or_rdma_on_any_pool(kube:
     assert teams.POOL_LABEL not in ns["metadata"]["labels"]
     kube.apply(ns, manager="gpuaas-plan")
     try:
-        for resource in (GPU, RDMA):
+        for where in ("containers", "initContainers", "sidecar"):
             for pool in (*POOL.values(), None):
                 with pytest.raises(ApiError) as err:
-                    kube.create(gpu_pod("interns", pool=pool, resource=resource), dry_run=True)
-                assert err.value.status == 403 and "no InfiniBand pool" in err.value.message, (resource, pool)
-        # The allowed twin: the same pod without an accelerator, on any pool.
-        plain = gpu_pod("interns", pool=next(iter(POOL.values())))
-        plain["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
-        kube.create(plain, dry_run=True)
+                    kube.create(gpu_pod("interns", pool=pool, where=where, resource=RDMA), dry_run=True)
+                assert err.value.status == 403 and "no InfiniBand pool" in err.value.message, (where, pool)
+        # The allowed twin: the same pod with a GPU and no RDMA (a pool no team owns; no quota here).
+        kube.create(gpu_pod("interns", pool=None, resource=GPU), dry_run=True)
     finally:
         kube.delete("v1", "Namespace", "interns")
