@@ -44,8 +44,13 @@ resource in any container (``containers``, ``initContainers`` — native sidecar
 [<pool>]`` in every term, as the verification Jobs do). The pool comes from the namespace's own
 :data:`components.teams.POOL_LABEL` (``namespaceObject``), never from a parameter object: a
 ``paramRef`` without a namespace reads the pod's namespace, where the team may edit ConfigMaps.
-Namespaces are written by the platform only (the team role has no verb on them), and the label is
-what the binding selects on already: one source, no parameter to keep elsewhere.
+Namespaces are written by the platform only (the team role has no verb on them): one source, no
+parameter to keep elsewhere. The binding matches *every* team namespace, as the partition binding
+does: a team namespace without the label (a team with no partition) may request no RDMA resource
+on any pool (GPUs alone it may: it runs on the pools no team owns). Bound only to labelled
+namespaces, a partitionless team with ``quota.rdma`` (its quota then names ``rdma/hcashared``) could
+select another team's ND pool — another team's InfiniBand partition — and nothing would look
+(review 2026-12-01, item 1).
 
 Every expression is valid CEL for admissionregistration.k8s.io/v1 on Kubernetes 1.34: ``has()``
 guards instead of optional types, and no list concatenation across element types (each container
@@ -358,8 +363,12 @@ def partition_binding() -> Manifest:
 
 _ACCEL = "r.startsWith('nvidia.com/') || r.startsWith('rdma/')"
 WANTS_ACCELERATOR: Final = "!(" + _every_resource(f"!({_ACCEL})") + ")"
-#: The team's pool: its namespace's label (the binding only matches namespaces that have it).
-POOL_VAR: Final = f"namespaceObject.metadata.labels['{POOL_LABEL}']"
+WANTS_RDMA: Final = "!(" + _every_resource("!r.startsWith('rdma/')") + ")"
+#: The team's pool: its namespace's label; ``''`` where the namespace has none (no partition).
+POOL_VAR: Final = (
+    f"has(namespaceObject.metadata.labels) && '{POOL_LABEL}' in namespaceObject.metadata.labels"
+    f" ? namespaceObject.metadata.labels['{POOL_LABEL}'] : ''"
+)
 _KEY = f"'{AKS_POOL_LABEL}'"
 #: nodeSelector ``key=pool``, or a required node affinity every term of which pins ``key In [pool]``.
 SELECTS_POOL: Final = (
@@ -394,12 +403,22 @@ def pool_policy() -> Manifest:
             },
             "variables": [
                 {"name": "wantsAccelerator", "expression": WANTS_ACCELERATOR},
+                {"name": "wantsRdma", "expression": WANTS_RDMA},
                 {"name": "pool", "expression": POOL_VAR},
             ],
             "validations": [
                 {
-                    "expression": f"!variables.wantsAccelerator || ({SELECTS_POOL})",
+                    # No pool label (no partition): no RDMA, on any pool — RDMA is what reaches a
+                    # pool's InfiniBand partition. GPUs alone stay allowed: partitionless teams run
+                    # on the pools no team owns (elastic queues give them those flavors), and Kueue
+                    # adds the flavor's nodeSelector only after CREATE.
+                    "expression": (
+                        f"variables.pool == '' ? !variables.wantsRdma : "
+                        f"(!variables.wantsAccelerator || ({SELECTS_POOL}))"
+                    ),
                     "messageExpression": (
+                        "variables.pool == '' ? 'pods in this namespace may request no RDMA resource: "
+                        "the team has no InfiniBand pool (no partition)' : "
                         "'GPU/RDMA pods of this team run on its InfiniBand pool: select it with nodeSelector "
                         f"{AKS_POOL_LABEL}=' + variables.pool"
                     ),
@@ -411,10 +430,8 @@ def pool_policy() -> Manifest:
 
 
 def pool_binding() -> Manifest:
-    return _binding(
-        POOL_POLICY,
-        matchResources={"namespaceSelector": _team_namespaces({"key": POOL_LABEL, "operator": "Exists"})},
-    )
+    """Every team namespace, labelled with a pool or not (a namespace without one may request no accelerator)."""
+    return _binding(POOL_POLICY, matchResources={"namespaceSelector": _team_namespaces()})
 
 
 def admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
@@ -433,7 +450,13 @@ def admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
 
 
 class Admission(pulumi.ComponentResource):
-    """The team admission policies and their bindings (cluster-scoped, a constant count)."""
+    """The team admission policies and their bindings (cluster-scoped, a constant count).
+
+    ``objects``: every policy and binding, for what may only exist once they are in force (the
+    team quotas and RoleBindings, :class:`components.teams.Teams` ``guards``).
+    """
+
+    objects: list[pulumi.CustomResource]
 
     def __init__(
         self,
@@ -449,8 +472,9 @@ class Admission(pulumi.ComponentResource):
         for role, manifest in objects.items():
             if role.endswith("-policy"):
                 policies[role] = kube.apply(f"{name}-{role}", manifest, kube.child(self, list(depends_on)))
+        self.objects = list(policies.values())
         for role, manifest in objects.items():
             if role.endswith("-binding"):
                 policy = policies[role.replace("-binding", "-policy")]
-                kube.apply(f"{name}-{role}", manifest, kube.child(self, [policy, *depends_on]))
+                self.objects.append(kube.apply(f"{name}-{role}", manifest, kube.child(self, [policy, *depends_on])))
         self.register_outputs({"policies": sorted(m["metadata"]["name"] for m in objects.values())})

@@ -94,11 +94,14 @@ class Platform(pulumi.ComponentResource):
             fabric.extend([*opensm.parts, opensm.config_map])
             self.exports["partitionsConf"] = opensm.partitions_conf
             self.exports["opensmConf"] = opensm.opensm_conf
-        # 9. Teams: namespaces, quotas, RBAC, NADs (their CRD comes with the operator); then 10. the
-        #    admission guard on team pods' network annotations (and, on AKS, their node pool).
-        teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after)
+        # 9. The admission guards on team pods (network annotations; partition on-prem, node pool on
+        #    AKS), then 10. Teams: namespaces, quotas, RBAC, NADs (their CRD comes with the operator).
+        #    The guards come first: they are cluster-scoped and select namespaces by label, so they
+        #    need no namespace, and a quota or RoleBinding is safe only once they are in force —
+        #    every team quota and RoleBinding depends on every guard (review 2026-12-01, item 3).
+        admission = Admission(f"{name}-admission", cfg, cluster_opts)
+        teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after, guards=admission.objects)
         self.exports["teams"] = teams.exports
-        Admission(f"{name}-admission", cfg, cluster_opts, depends_on=list(teams.namespaces.values()))
         #     Elastic quotas (components/queues.py): Kueue, the team queues in the team namespaces, and
         #     the policy that sends GPU workloads through them; before the verification Jobs use them.
         after_teams: list[pulumi.Resource] = [teams]

@@ -639,6 +639,15 @@ def _quotas(cfg: StackConfig) -> Iterator[Issue]:
                 )
         if t.quota.rdma and t.partition is None and cfg.network.rdma_shared_device_plugin == "none":
             yield Issue(_p(f"teams[{i}].quota", "rdma"), "no RDMA resource exists: no partition and no shared plugin")
+        elif t.quota.rdma and t.partition is None and any(o.partition is not None for o in cfg.teams):
+            # The shared RDMA device of a partitionless team reaches the fabric outside any team's
+            # partition (on AKS: on whichever ND pool it lands, another team's partition); admission
+            # refuses such pods too (components/admission.py pool policy), this says so before apply.
+            yield Issue(
+                _p(f"teams[{i}].quota", "rdma"),
+                f"{t.quota.rdma}: a team without a partition may have no RDMA while other teams have partitions "
+                "(its RDMA would share their fabric); allowed: 0, or give the team a partition",
+            )
         for res, n in team_requests(cfg, i).items():
             demand[res].append((i, n))
     if cfg.quota_policy.allow_oversubscription:

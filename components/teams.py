@@ -7,7 +7,8 @@ Per team (``gpuaas:teams[*]``), in the team's namespace:
   ``baseline``. RDMA does not need ``IPC_LOCK`` here because ib-node-config raises memlock to
   unlimited on the nodes, so baseline (which forbids adding IPC_LOCK) still runs RDMA pods;
   ``privileged`` only where ``team.privileged`` says so (kubernetes.io, Pod Security Standards).
-* **ResourceQuota** and **LimitRange** (:mod:`components.quotas`).
+* **ResourceQuota** and **LimitRange** (:mod:`components.quotas`), and a second ResourceQuota that
+  admits no pod at a system priority class (:func:`critical_priority_quota`).
 * **RoleBinding** of ``team.groups`` to the one ``gpuaas-team-member`` **ClusterRole** (shared by
   all teams, namespace-scoped through the binding): run workloads, read its own quota/limits and
   read NetworkAttachmentDefinitions. The built-in ``edit``/``admin`` roles grant NADs to nobody
@@ -60,6 +61,11 @@ PART_OF: Final = resources.PART_OF
 #: Name of the workload ClusterRole and of the RoleBinding in every team namespace.
 ROLE: Final = "gpuaas-team-member"
 QUOTA: Final = "gpuaas-team-quota"
+#: Second quota of every team namespace: no pod at a system priority (:func:`critical_priority_quota`).
+NO_CRITICAL_QUOTA: Final = "gpuaas-no-critical-priority"
+#: The priority classes the API server creates at start (kubernetes pkg/apis/scheduling
+#: ``SystemPriorityClasses``); above every user class, they preempt any pod on a full node.
+SYSTEM_PRIORITY_CLASSES: Final = ("system-cluster-critical", "system-node-critical")
 LIMITS: Final = "gpuaas-team-defaults"
 #: Namespace label of AKS teams with a partition: their ND pool (the pool policy binding selects on it).
 POOL_LABEL: Final = "gpuaas.io/node-pool"
@@ -111,6 +117,32 @@ def resource_quota(cfg: StackConfig, team: Team) -> Manifest:
         "kind": "ResourceQuota",
         "metadata": _meta(QUOTA, team.ns),
         "spec": {"hard": quota_hard(cfg, team)},
+    }
+
+
+def critical_priority_quota(team: Team) -> Manifest:
+    """No team pod at a system priority: ``pods: 0`` for the scope PriorityClass In the system classes.
+
+    Any namespace may name any existing PriorityClass, and the Priority admission plugin only keeps
+    ``system-node-critical``/``system-cluster-critical`` to kube-system when the quota admission
+    config lists them as ``limitedResources`` — a flag of the API server, which AKS does not let us
+    set. A scoped quota does the same from inside the namespace: quota admission refuses a pod
+    of a matching priority class once ``pods`` would exceed ``0`` (kubernetes.io, "Resource Quotas"
+    → "Quota scopes" / "Limit Priority Class consumption by default"). Without it a team pod at
+    system priority preempts other teams' running GPU pods.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": _meta(NO_CRITICAL_QUOTA, team.ns),
+        "spec": {
+            "hard": {"pods": "0"},
+            "scopeSelector": {
+                "matchExpressions": [
+                    {"scopeName": "PriorityClass", "operator": "In", "values": list(SYSTEM_PRIORITY_CLASSES)}
+                ]
+            },
+        },
     }
 
 
@@ -351,6 +383,7 @@ def team_objects(cfg: StackConfig, team: Team) -> dict[str, Manifest]:
     objects: dict[str, Manifest | None] = {
         "namespace": namespace(cfg, team),
         "quota": resource_quota(cfg, team),
+        "no-critical-priority": critical_priority_quota(team),
         "limits": limit_range(team),
         "rolebinding": role_binding(team),
         "nad": nad(cfg, team),
@@ -382,11 +415,18 @@ def team_export(cfg: StackConfig, team: Team) -> dict[str, Any]:
     return out
 
 
+#: The team objects that grant something admission must guard: only after the guards are in force.
+GUARDED: Final = frozenset({"quota", "no-critical-priority", "rolebinding"})
+
+
 class Teams(pulumi.ComponentResource):
     """Every team's namespace, quota, limits, RBAC and IB network objects.
 
     ``depends_on``: what the team objects need first — the Network Operator (NAD and IPPool
     CRDs) and, on-prem, the OpenSM partitions that give the NAD's VFs their membership.
+    ``guards``: the admission policies and bindings that make a quota or a RoleBinding safe (a
+    quota lets a team request GPUs and RDMA, a RoleBinding lets it create pods); the quotas and
+    RoleBindings wait for them (:data:`GUARDED`).
     """
 
     namespaces: dict[str, pulumi.CustomResource]
@@ -399,6 +439,7 @@ class Teams(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         *,
         depends_on: Sequence[pulumi.Resource] = (),
+        guards: Sequence[pulumi.Resource] = (),
     ) -> None:
         super().__init__("gpuaas:index:Teams", name, None, opts)
         self.namespaces = {}
@@ -411,7 +452,9 @@ class Teams(pulumi.ComponentResource):
             ns = kube.apply(f"{name}-{team.name}-namespace", objects.pop("namespace"), ns_opts)
             self.namespaces[team.name] = ns
             for role_name, manifest in objects.items():
-                after = [ns, member] if role_name == "rolebinding" else [ns]
+                after: list[pulumi.Resource] = [ns, member] if role_name == "rolebinding" else [ns]
+                if role_name in GUARDED:
+                    after.extend(guards)
                 kube.apply(f"{name}-{team.name}-{role_name}", manifest, kube.child(self, [*after, *depends_on]))
             self.exports[team.name] = team_export(cfg, team)
         self.register_outputs({"teams": self.exports})

@@ -746,7 +746,7 @@ POOL_NAME: Final = NS_LABELS[teams.POOL_LABEL]
 def test_pool_comes_from_the_namespace_not_a_parameter() -> None:
     assert "paramKind" not in admission.pool_policy()["spec"] and "paramRef" not in admission.pool_binding()["spec"]
     selector = admission.pool_binding()["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-    assert {"key": teams.POOL_LABEL, "operator": "Exists"} in selector
+    assert selector == [{"key": teams.TEAM_LABEL, "operator": "Exists"}], "every team namespace, pool label or not"
     assert POOL_NAME == "ndh100a" != OTHER_POOL
     cfg = parse_config(raw_stack("aks"))
     cm = teams.scheduling_config_map(cfg, cfg.teams[0])
@@ -830,6 +830,42 @@ def test_pool_policy_with_real_cel(label: str, spec: dict[str, Any], allowed: bo
 
 def test_pool_variable_sees_the_pod() -> None:
     act = POOL.activation(pod(containers=_gpu()), "team-vision", namespace_labels=NS_LABELS)
-    assert act["variables"] == {"wantsAccelerator": True, "pool": POOL_NAME}
+    assert act["variables"] == {"wantsAccelerator": True, "wantsRdma": False, "pool": POOL_NAME}
+    act = POOL.activation(pod(containers=_gpu(resource="rdma/hcashared")), "team-vision", namespace_labels=NS_LABELS)
+    assert act["variables"] == {"wantsAccelerator": True, "wantsRdma": True, "pool": POOL_NAME}
     act = POOL.activation(pod(), "team-vision", namespace_labels=NS_LABELS)
-    assert act["variables"] == {"wantsAccelerator": False, "pool": POOL_NAME}
+    assert act["variables"] == {"wantsAccelerator": False, "wantsRdma": False, "pool": POOL_NAME}
+
+
+#: The labels of a team namespace without a partition: the team label, no pool.
+NO_POOL_LABELS: Final = {k: v for k, v in NS_LABELS.items() if k != teams.POOL_LABEL}
+
+
+@pytest.mark.parametrize(
+    ("label", "spec", "allowed"),
+    [
+        ("rdma on another team's pool", {"containers": _gpu(resource="rdma/hcashared"), **_SELECT}, False),
+        (
+            "rdma, empty pool selector",
+            {"containers": _gpu(resource="rdma/hcashared"), "nodeSelector": {POOL_KEY: ""}},
+            False,
+        ),
+        ("rdma, no selector", {"containers": _gpu(resource="rdma/hcashared")}, False),
+        (
+            "rdma init container on another team's pool",
+            {"containers": _PLAIN, "initContainers": _gpu(resource="rdma/hcashared"), **_SELECT},
+            False,
+        ),
+        ("gpu, no selector (a shared pool, Kueue picks it)", {"containers": _gpu()}, True),
+        ("cpu only, another team's pool", {"containers": _PLAIN, **_SELECT}, True),
+        ("no resources", {}, True),
+    ],
+)
+def test_a_team_without_a_pool_may_request_no_rdma(label: str, spec: dict[str, Any], allowed: bool) -> None:
+    """Review item 1: a partitionless team (RDMA quota from the shared plugin) on another team's ND pool."""
+    p = pod(**spec)
+    assert POOL.results(p, "team-nopart", namespace_labels=NO_POOL_LABELS) == [allowed], label
+    if not allowed:
+        assert "no InfiniBand pool" in POOL.message(0, p, "team-nopart", namespace_labels=NO_POOL_LABELS)
+    act = POOL.activation(p, "team-nopart", namespace_labels=NO_POOL_LABELS)
+    assert act["variables"]["pool"] == ""

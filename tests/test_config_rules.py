@@ -459,6 +459,14 @@ INVALID: list[tuple[str, str, list[Edit], str, str]] = [
         "gpuaas:verification.burnIn.priority",
         "less than or equal to -1",
     ),
+    (
+        # Review item 1: shared RDMA for a partitionless team while teams have partitions.
+        "rdma-without-partition-beside-partitions",
+        "aks",
+        [_append_team({"name": "interns", "quota": {"rdma": 1}})],
+        "gpuaas:teams[2].quota.rdma",
+        "a team without a partition may have no RDMA while other teams have partitions",
+    ),
 ]
 
 
@@ -498,6 +506,12 @@ VALID: list[tuple[str, str, list[Edit]]] = [
         [HARD, _set("teams[2].quota.gpus", 100), _set("quotaPolicy", {"allowOversubscription": True})],
     ),
     ("team-without-partition", "onprem", [_append_team({"name": "interns", "quota": {"cpu": "8", "memory": "32Gi"}})]),
+    ("aks-team-without-partition-no-rdma", "aks", [_append_team({"name": "interns", "quota": {"rdma": 0}})]),
+    (
+        "aks-shared-rdma-where-no-team-has-a-partition",
+        "aks",
+        [lambda raw: raw.update(teams=[{"name": "interns", "quota": {"gpus": 1, "rdma": 1}}])],
+    ),
     (
         "no-partitions-no-multus",
         "onprem",

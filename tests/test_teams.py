@@ -402,3 +402,50 @@ def test_team_namespaces_are_protected_until_the_team_is_retired() -> None:
     assert len(namespaces) == len(raw["teams"])
     quota = run.named("gpuaas-teams-vision-quota")
     assert not quota.protect, "only the namespace: everything inside is recreated from config"
+
+
+@pytest.mark.parametrize("stack", ["onprem", "aks"])
+def test_every_team_has_a_quota_of_no_pods_at_system_priority(stack: str) -> None:
+    """Review item 2: the scoped quota in every team namespace, and nothing else in its scope."""
+    cfg = parse_config(raw_stack(stack))
+    for team in cfg.teams:
+        objs = teams.team_objects(cfg, team)
+        q = objs["no-critical-priority"]
+        kubernetes_validate.validate(q, K8S_VERSION, strict=True)
+        assert q["metadata"] == {"name": teams.NO_CRITICAL_QUOTA, "namespace": team.ns, "labels": dict(teams.PART_OF)}
+        assert q["spec"]["hard"] == {"pods": "0"}
+        (expr,) = q["spec"]["scopeSelector"]["matchExpressions"]
+        assert expr == {
+            "scopeName": "PriorityClass",
+            "operator": "In",
+            "values": ["system-cluster-critical", "system-node-critical"],
+        }
+        # The allowed side: the team's own quota has no scope, so every other priority is counted there.
+        assert "scopeSelector" not in objs["quota"]["spec"] and "scopes" not in objs["quota"]["spec"]
+
+
+@pytest.mark.parametrize("stack", ["onprem", "aks"])
+def test_team_quotas_and_role_bindings_wait_for_every_admission_guard(stack: str) -> None:
+    """Review item 3: a quota (GPUs, RDMA) or RoleBinding (create pods) is applied only after the guards."""
+    from components.offline import run_program
+
+    run = run_program(stack)
+    order = {r.urn: i for i, r in enumerate(run.records)}
+    guards = [r for r in run.records if r.name.startswith("gpuaas-admission-")]
+    assert {r.type for r in guards} == {
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+    }
+    cfg = parse_config(raw_stack(stack))
+    assert len(guards) == len(admission.admission_objects(cfg))
+    for team in cfg.teams:
+        for role in sorted(teams.GUARDED & set(teams.team_objects(cfg, team))):
+            r = run.named(f"gpuaas-teams-{team.name}-{role}")
+            assert {g.urn for g in guards} <= set(r.dependencies), r.name
+            assert all(order[g.urn] < order[r.urn] for g in guards), f"{r.name} registered before a guard"
+        # The unguarded twin: the namespace waits for no guard (the guards need no namespace).
+        ns = run.named(f"gpuaas-teams-{team.name}-namespace")
+        assert not {g.urn for g in guards} & set(ns.dependencies)
+    # Nor do the guards wait for a team namespace (they select namespaces by label).
+    team_ns = {run.named(f"gpuaas-teams-{t.name}-namespace").urn for t in cfg.teams}
+    assert not any(team_ns & set(g.dependencies) for g in guards)

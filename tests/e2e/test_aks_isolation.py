@@ -117,3 +117,25 @@ def test_a_pod_without_gpus_or_rdma_may_run_anywhere(kube: Kube) -> None:
     plain = gpu_pod(a, pool=None)
     plain["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
     kube.create(plain, as_=member(a), dry_run=True)
+
+
+def test_a_team_without_a_partition_may_request_no_rdma_on_any_pool(kube: Kube) -> None:
+    """Review item 1: a partitionless team's namespace has no pool label; it may not pick a pool itself."""
+    from components import teams
+
+    raw = raw_stack("aks")
+    raw["teams"].append({"name": "interns", "groups": ["aad:gpuaas-interns"], "quota": {"gpus": 0}})
+    cfg = parse_config(raw)
+    ns = teams.namespace(cfg, cfg.teams[-1])
+    assert teams.POOL_LABEL not in ns["metadata"]["labels"]
+    kube.apply(ns, manager="gpuaas-plan")
+    try:
+        for where in ("containers", "initContainers", "sidecar"):
+            for pool in (*POOL.values(), None):
+                with pytest.raises(ApiError) as err:
+                    kube.create(gpu_pod("interns", pool=pool, where=where, resource=RDMA), dry_run=True)
+                assert err.value.status == 403 and "no InfiniBand pool" in err.value.message, (where, pool)
+        # The allowed twin: the same pod with a GPU and no RDMA (a pool no team owns; no quota here).
+        kube.create(gpu_pod("interns", pool=None, resource=GPU), dry_run=True)
+    finally:
+        kube.delete("v1", "Namespace", "interns")

@@ -24,7 +24,7 @@ from components.queue_admission import QUEUE_LABEL
 from components.queues import local_queue_name
 from components.quotas import quota_hard
 from components.resources import GPU, GPU_SHARED, mig_resource, sriov_resource
-from components.teams import nad_name
+from components.teams import NO_CRITICAL_QUOTA, SYSTEM_PRIORITY_CLASSES, nad_name
 from e2e.kube import ApiError, Identity, Kube
 from tests.conftest import raw_stack
 from tests.e2e.conftest import AppliedStack, wait_until_refused
@@ -382,3 +382,20 @@ def test_the_proof_jobs_pods_are_admitted_only_in_their_own_team_namespace(onpre
             name,
             err,
         )
+
+
+@pytest.mark.parametrize("a", list(TEAMS)[:2])
+def test_a_pod_at_a_system_priority_is_refused_in_a_team_namespace(kube: Kube, a: str) -> None:
+    """Review item 2: system-node-critical / system-cluster-critical would preempt other teams' GPU pods."""
+    team = TEAMS[a]
+    kube.wait_for(
+        f"no-critical quota status in {a}",
+        lambda: (kube.get("v1", "ResourceQuota", NO_CRITICAL_QUOTA, a) or {}).get("status", {}).get("hard"),
+        timeout=60,
+    )
+    for cls in SYSTEM_PRIORITY_CLASSES:
+        assert kube.get("scheduling.k8s.io/v1", "PriorityClass", cls), f"the API server creates {cls}"
+        err = refused(kube, pod(a, "critical", spec={"priorityClassName": cls}), member(team))
+        assert err.status == 403 and NO_CRITICAL_QUOTA in err.message, (cls, err)
+    # The allowed twin: the same pod without the priority class.
+    kube.create(pod(a, "critical"), as_=member(team), dry_run=True)
