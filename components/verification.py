@@ -840,7 +840,8 @@ def _probe_job(cfg: StackConfig, p: Probe, role: str) -> Manifest:
     meta = {
         "name": names[role],
         "namespace": t.namespace,
-        "labels": labels,
+        # Each end through its own team's queue (the server's is B's, in B's namespace).
+        "labels": labels | _queue_label(t),
         "annotations": {SKIP_AWAIT: "true"},
     }
     spec = {

@@ -32,6 +32,7 @@ from e2e import toolchain
 from e2e.kube import Kube
 
 ADMIN_TOKEN_USER = "gpuaas-e2e-admin"
+KCM_USER = "system:kube-controller-manager"
 # The controllers that the platform's promises depend on (quota status, namespace deletion,
 # ServiceAccounts and their tokens, kube-root-ca.crt, Job pods, owner-reference GC).
 CONTROLLERS = (
@@ -96,6 +97,7 @@ class ControlPlane:
         self.etcd_peer_port = free_port()
         self.api_port = free_port()
         self.admin_token = os.urandom(16).hex()
+        self.kcm_token = os.urandom(16).hex()
         self.server = f"https://127.0.0.1:{self.api_port}"
         self.kubeconfig = self.workdir / "kubeconfig"
         self.ca_file = self.workdir / "certs" / "apiserver.crt"
@@ -139,8 +141,13 @@ class ControlPlane:
         subprocess.run(
             ["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub)], check=True, capture_output=True
         )
-        # Static token file: one admin in system:masters (tests impersonate team members with it).
-        (self.workdir / "tokens.csv").write_text(f'{self.admin_token},{ADMIN_TOKEN_USER},uid-admin,"system:masters"\n')
+        # Static token file: one admin in system:masters (tests impersonate team members with it),
+        # and kube-controller-manager as the user a real one signs in as without
+        # --use-service-account-credentials (admission policies tell controllers by username).
+        (self.workdir / "tokens.csv").write_text(
+            f'{self.admin_token},{ADMIN_TOKEN_USER},uid-admin,"system:masters"\n'
+            f'{self.kcm_token},{KCM_USER},uid-kcm,"system:masters"\n'
+        )
 
     def start_etcd(self) -> None:
         client = f"http://127.0.0.1:{self.etcd_port}"
@@ -191,7 +198,7 @@ class ControlPlane:
         self._spawn(
             "kube-controller-manager",
             [
-                f"--kubeconfig={self.kubeconfig}",
+                f"--kubeconfig={self._kcm_kubeconfig()}",
                 f"--controllers={','.join(CONTROLLERS)}",
                 f"--service-account-private-key-file={self.workdir / 'sa.key'}",
                 f"--root-ca-file={self.ca_file}",
@@ -204,13 +211,16 @@ class ControlPlane:
             ],
         )
 
-    def write_kubeconfig(self, path: Path | None = None, context: str = "gpuaas-e2e") -> Path:
+    def _kcm_kubeconfig(self) -> Path:
+        return self.write_kubeconfig(self.workdir / "kcm.kubeconfig", token=self.kcm_token)
+
+    def write_kubeconfig(self, path: Path | None = None, context: str = "gpuaas-e2e", token: str | None = None) -> Path:
         path = path or self.kubeconfig
         path.write_text(
             "apiVersion: v1\nkind: Config\n"
             f"clusters:\n- name: {context}\n  cluster:\n    server: {self.server}\n"
             f"    certificate-authority: {self.ca_file}\n"
-            f"users:\n- name: {context}-admin\n  user:\n    token: {self.admin_token}\n"
+            f"users:\n- name: {context}-admin\n  user:\n    token: {token or self.admin_token}\n"
             f"contexts:\n- name: {context}\n  context:\n    cluster: {context}\n    user: {context}-admin\n"
             f"current-context: {context}\n"
         )

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components import elastic, queue_admission, queues, quotas, resources
+from components import elastic, queue_admission, queues, quotas, resources, verification
 from components.errors import ConfigError
 from components.loader import parse_config
 from components.offline import run_program
@@ -328,7 +328,14 @@ def test_elastic_off_plans_no_kueue_and_hard_quotas() -> None:
         "gpuaas-verification-vision-ib-client",
         "gpuaas-verification-vision-nccl",
     }
-    assert changed == quota_names | verify_jobs
+    # the isolation probe's Jobs, each end through its own team's queue
+    probes = {
+        f"gpuaas-verification-isolation-{p.id}-{role}"
+        for p in verification.isolation_probes(parse_config(raw_stack("onprem")))
+        for role in ("client", "server")
+    }
+    assert probes
+    assert changed == quota_names | verify_jobs | probes
 
 
 # --------------------------------------------------------------------------------------------
@@ -491,7 +498,8 @@ def test_admission_objects_per_integration() -> None:
     raw = raw_stack("onprem")
     raw["queues"]["integrations"] = ["batch/job"]
     roles = set(queue_admission.queue_admission_objects(parse_config(raw)))
-    assert roles == {"pods-queue-policy", "pods-queue-binding", "jobs-queue-policy", "jobs-queue-binding"}
+    apps = {f"{plural}-queue-{kind}" for plural in queue_admission.APPS_KINDS for kind in ("policy", "binding")}
+    assert roles == {"pods-queue-policy", "pods-queue-binding", "jobs-queue-policy", "jobs-queue-binding"} | apps
     full = set(queue_admission.queue_admission_objects(parse_config(raw_stack("onprem"))))
     assert {"jobsets-queue-policy", "pytorchjobs-queue-policy", "mpijobs-queue-policy"} <= full
     raw["queues"]["elastic"] = False

@@ -762,3 +762,27 @@ def test_burn_in_in_the_plan() -> None:
     run = run_program("onprem", config=qualified(raw))
     kinds = {r.type for r in run.records if r.name.startswith("gpuaas-verification")}
     assert {"kubernetes:batch/v1:CronJob", "kubernetes:scheduling.k8s.io/v1:PriorityClass"} <= kinds
+
+
+@pytest.mark.parametrize("elastic", [True, False])
+def test_isolation_probe_jobs_go_through_their_own_teams_queue_when_elastic(elastic: bool) -> None:
+    """Each end of a probe is a Job in its own team's namespace: elastic, it names that team's
+    LocalQueue (the server's is B's), or Kueue would not count it and the admission would treat
+    it as outside the queue; not elastic, there is no Kueue and no label."""
+    from components.queue_admission import QUEUE_LABEL
+
+    raw = raw_stack("onprem")
+    raw.setdefault("queues", {})["elastic"] = elastic
+    cfg = parse_config(raw)
+    probes = v.isolation_probes(cfg)
+    assert probes
+    for p in probes:
+        objs = v.probe_manifests(cfg, p)
+        for role, t in (("server", p.server), ("client", p.client)):
+            labels = objs[role]["metadata"]["labels"]
+            assert objs[role]["metadata"]["namespace"] == t.namespace
+            if elastic:
+                assert t.queue is not None and labels[QUEUE_LABEL] == t.queue, (p.id, role)
+            else:
+                assert QUEUE_LABEL not in labels, (p.id, role)
+        assert p.server.queue != p.client.queue or not elastic
