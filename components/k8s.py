@@ -151,6 +151,18 @@ def _snake(key: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
 
 
+def taint_toleration(taint: str) -> dict[str, str]:
+    """``key[=value]:Effect`` (AKS ``nodeTaints``) as the toleration that admits it."""
+    kv, _, effect = taint.partition(":")
+    key, eq, value = kv.partition("=")
+    tol = {"key": key, "operator": "Equal" if eq else "Exists"}
+    if eq:
+        tol["value"] = value
+    if effect:
+        tol["effect"] = effect
+    return tol
+
+
 def child(parent: pulumi.Resource, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
     """Options of a component's child: parented (so providers flow down) and optionally ordered."""
     return pulumi.ResourceOptions(parent=parent, depends_on=depends_on or [])

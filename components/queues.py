@@ -48,18 +48,6 @@ def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
     return meta
 
 
-def _taint_toleration(taint: str) -> dict[str, str]:
-    """``key[=value]:Effect`` (AKS ``nodeTaints``) as the toleration that admits it."""
-    kv, _, effect = taint.partition(":")
-    key, eq, value = kv.partition("=")
-    tol = {"key": key, "operator": "Equal" if eq else "Exists"}
-    if eq:
-        tol["value"] = value
-    if effect:
-        tol["effect"] = effect
-    return tol
-
-
 def resource_flavors(cfg: StackConfig) -> dict[str, Manifest]:
     """Flavor name → ResourceFlavor, platform order, :data:`ANY_NODE` last."""
     out: dict[str, Manifest] = {}
@@ -67,7 +55,7 @@ def resource_flavors(cfg: StackConfig) -> dict[str, Manifest]:
     for _where, name, _sharing, _model in sharing_groups(cfg):
         spec: dict[str, Any] = {"nodeLabels": {NODE_GROUP_LABEL: name}}
         if aks is not None and aks.pools_by_name[name].taints:
-            spec["tolerations"] = [_taint_toleration(t) for t in aks.pools_by_name[name].taints]
+            spec["tolerations"] = [kube.taint_toleration(t) for t in aks.pools_by_name[name].taints]
         out[name] = {"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": spec}
     out[ANY_NODE] = {"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(ANY_NODE), "spec": {}}
     return out

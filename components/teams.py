@@ -338,16 +338,6 @@ def ip_pool(cfg: StackConfig, team: Team) -> Manifest | None:
     }
 
 
-def _toleration(taint: str) -> dict[str, str]:
-    """``key=value:Effect`` or ``key:Effect`` (AKS nodeTaints syntax) as a Toleration."""
-    head, _, effect = taint.rpartition(":")
-    key, eq, value = head.partition("=")
-    tol = {"key": key, "operator": "Equal" if eq else "Exists", "effect": effect}
-    if eq:
-        tol["value"] = value
-    return tol
-
-
 def scheduling(cfg: StackConfig, team: Team) -> dict[str, Any] | None:
     """nodeSelector and tolerations that put a pod of an AKS team on the team's ND pool."""
     aks = cfg.aks
@@ -357,7 +347,7 @@ def scheduling(cfg: StackConfig, team: Team) -> dict[str, Any] | None:
     pool = aks.pools_by_name[part.node_pool]
     return {
         "nodeSelector": {AKS_POOL_LABEL: pool.name},
-        "tolerations": [_toleration(t) for t in pool.taints],
+        "tolerations": [kube.taint_toleration(t) for t in pool.taints],
     }
 
 

@@ -149,18 +149,6 @@ class Target:
         return pcidevice_env(self.rdma_resource) if self.network is not None else None
 
 
-def _taint_toleration(taint: str) -> dict[str, str]:
-    """``key[=value]:Effect`` (the AKS ``nodeTaints`` form) as the toleration that admits it."""
-    kv, _, effect = taint.partition(":")
-    key, eq, value = kv.partition("=")
-    tol = {"key": key, "operator": "Equal" if eq else "Exists"}
-    if eq:
-        tol["value"] = value
-    if effect:
-        tol["effect"] = effect
-    return tol
-
-
 def _pool_target(cfg: StackConfig, key: str, namespace: str, prefix: str, pool: GpuPool) -> Target:
     sku = ND_SKUS.get(pool.vm_size)
     return Target(
@@ -172,7 +160,7 @@ def _pool_target(cfg: StackConfig, key: str, namespace: str, prefix: str, pool: 
         network=None,
         socket_ifname="eth0",
         pool=pool.name,
-        tolerations=tuple(_taint_toleration(t) for t in pool.taints),
+        tolerations=tuple(kube.taint_toleration(t) for t in pool.taints),
     )
 
 
