@@ -15,6 +15,7 @@ import kubernetes_validate
 import pytest
 
 from components import admission, teams
+from components import k8s as kube
 from components import verification as v
 from components.config import StackConfig
 from components.loader import parse_config
@@ -128,7 +129,7 @@ def test_thresholds_are_fractions_of_the_link_rate(cfg_of: Callable[[str], Stack
     ],
 )
 def test_taint_to_toleration(taint: str, toleration: dict[str, str]) -> None:
-    assert v._taint_toleration(taint) == toleration
+    assert kube.taint_toleration(taint) == toleration
 
 
 @pytest.mark.parametrize(
