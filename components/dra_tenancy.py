@@ -141,10 +141,8 @@ def claims_binding() -> Manifest:
     return _binding(CLAIMS_POLICY, _team_namespaces())
 
 
-#: :data:`components.admission.SELECTS_POOL` with the pool from the namespace label, not a parameter.
-SELECTS_POOL: Final = admission.SELECTS_POOL.replace("params.data.nodeSelectorKey", f"'{AKS_POOL_LABEL}'").replace(
-    "params.data.nodeSelectorValue", "variables.pool"
-)
+#: The pool guard's own selector test (the pool comes from the namespace label, ``variables.pool``).
+SELECTS_POOL: Final = admission.SELECTS_POOL
 
 
 def pool_policy() -> Manifest:
