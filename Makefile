@@ -67,6 +67,7 @@ test: lint typecheck unit e2e
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check components tests e2e
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(VENV)/.installed
 	$(BIN)/mypy --strict components e2e

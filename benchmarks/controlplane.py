@@ -18,7 +18,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from components.offline import run_program  # noqa: E402
+from components.plan.offline import run_program  # noqa: E402
 from e2e.controlplane import ControlPlane  # noqa: E402
 from e2e.plan_apply import apply_plan, planned_objects  # noqa: E402
 

@@ -6,7 +6,7 @@ resources grow with nodes, teams and node groups, never with nodes x HCAs x VFs;
 teams under 10 s and 1 GB on 2 cores; (issue 13) 4000 nodes / 1024 teams under 20 s and 1 GB. CPU
 time is the figure to compare on a shared machine: wall time also counts other processes' turns.
 Every Kubernetes object of every case is checked against the API server's size limits
-(:mod:`components.api_limits`: 1 MiB of ConfigMap/Secret data, 256 KiB of annotations, 1.5 MiB per
+(:mod:`components.plan.api_limits`: 1 MiB of ConfigMap/Secret data, 256 KiB of annotations, 1.5 MiB per
 object); the benchmark exits 1 when one would be refused. Not a test: run it with ``make bench``
 (or ``python benchmarks/plan_scale.py``).
 """
@@ -74,15 +74,15 @@ def synthetic_config(nodes: int, teams: int, vfs: int = 6) -> dict[str, Any]:
 def one_case(nodes: int, teams: int, vfs: int) -> dict[str, Any]:
     """Run in a child process: the plan of one synthetic fleet, measured."""
     sys.path.insert(0, str(ROOT))
-    from components.api_limits import size_problems
     from components.loader import gpuaas_section, parse_config
-    from components.offline import gc_paused, run_program
-    from components.plan import plan_files
+    from components.plan.api_limits import size_problems
+    from components.plan.offline import gc_paused, run_program
+    from components.plan.writer import plan_files
 
     config = synthetic_config(nodes, teams, vfs)
     start, cpu_start = time.perf_counter(), time.process_time()
     parse_config(gpuaas_section(config))
-    with gc_paused():  # as components.plan.write_plan does
+    with gc_paused():  # as components.plan.writer.write_plan does
         run = run_program("bench", config=config)
         files = plan_files(run)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start

@@ -1,20 +1,29 @@
-"""The thin shell between rendered manifests and pulumi-kubernetes resources.
+"""The thin shell between rendered manifests and pulumi-kubernetes resources, and the renderers every area shares.
 
 Renderers return plain manifests (``apiVersion``/``kind``/``metadata``/…), tested without
 Pulumi and validated against upstream schemas; :func:`apply` registers one as the matching typed
 resource (or a CustomResource for CRD kinds). ``metadata.name`` is always explicit, so Pulumi
 never adds an auto-suffix to a cluster object.
+
+Shared renderers with no area of their own live here too: tolerations (:func:`taint_toleration`,
+:func:`tolerations`) and the one skeleton of every node agent's DaemonSet (:func:`node_daemonset`).
+Nothing here knows a team, a partition or an operator's objects.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+
+from components.model.config import StackConfig
+from components.model.network import Network
+from components.model.resources import PART_OF
 
 Manifest = dict[str, Any]
 
@@ -166,3 +175,86 @@ def taint_toleration(taint: str) -> dict[str, str]:
 def child(parent: pulumi.Resource, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
     """Options of a component's child: parented (so providers flow down) and optionally ordered."""
     return pulumi.ResourceOptions(parent=parent, depends_on=depends_on or [])
+
+
+# --------------------------------------------------------------------------------------------
+# Node agents: the DaemonSets that run on every RDMA node
+
+
+def tolerations(network: Network) -> list[dict[str, Any]]:
+    """``cfg.network.tolerations`` as Kubernetes tolerations (unset fields left out)."""
+    return [t.model_dump(exclude_none=True) for t in network.tolerations]
+
+
+#: The Network Operator sets this node label to ``false`` once the DOCA driver pod of the node is
+#: ready (and on every Mellanox node when no ``ofedDriver`` is configured), ``true`` while it
+#: (re)loads; its own operands select ``"false"`` (network-operator
+#: ``manifests/state-sriov-device-plugin/0030-sriov-dp-daemonset.yaml``,
+#: ``controllers/nicclusterpolicy_controller.go`` ``handleMOFEDWaitLabels``).
+MOFED_WAIT_LABEL = "network.nvidia.com/operator.mofed.wait"
+
+
+def driver_ready_node_selector(network: Network) -> dict[str, str]:
+    """The RDMA nodes' selector, plus "driver loaded" where the DOCA driver runs in a container.
+
+    A node DaemonSet that loads modules or creates VFs before the driver container has replaced
+    the inbox modules races it (Mellanox/doca-driver-build#52); selecting the operator's own
+    wait label makes the pod start after the driver and leave while the driver reloads.
+    """
+    selector = dict(network.node_selector)
+    if network.ofed_driver == "container":
+        selector[MOFED_WAIT_LABEL] = "false"
+    return selector
+
+
+def node_daemonset(
+    network: Network,
+    name: str,
+    pod: Mapping[str, Any],
+    *,
+    node_selector: Mapping[str, str],
+    max_unavailable: int | str | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Manifest:
+    """The DaemonSet of one node agent: in the Network Operator namespace, on the RDMA nodes.
+
+    Every node DaemonSet has this shape: the ``app.kubernetes.io/name`` and part-of labels on the
+    object and its pods, the selector on the name, a rolling update (``max_unavailable`` where the
+    agent must roll slower or faster than the default), the pod template's ``annotations`` (the
+    hashes that re-roll it), and ``pod`` with ``node_selector`` and :func:`tolerations` added.
+    """
+    labels = {"app.kubernetes.io/name": name, **PART_OF}
+    strategy: dict[str, Any] = {"type": "RollingUpdate"}
+    if max_unavailable is not None:
+        strategy["rollingUpdate"] = {"maxUnavailable": max_unavailable}
+    template: dict[str, Any] = {"labels": labels}
+    if annotations:
+        template["annotations"] = dict(annotations)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": network.namespace, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+            "updateStrategy": strategy,
+            "template": {
+                "metadata": template,
+                "spec": {"nodeSelector": dict(node_selector), "tolerations": tolerations(network), **pod},
+            },
+        },
+    }
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    """Arguments of the network components that run after the operator.
+
+    ``after``: resources their cluster objects wait for; ``gate``: see the field. A component's own ``depends_on`` does
+    not reach its children (the SDK registers children with their own dependencies only), so
+    the order is handed in and put on every child.
+    """
+
+    cfg: StackConfig
+    after: Sequence[pulumi.Resource] = ()
+    #: The day-2 guards (:mod:`components.guards`); objects that move VFs wait for it.
+    gate: pulumi.Output[bool] | None = None

@@ -20,9 +20,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from components.config import StackConfig
-from components.errors import ConfigError, Issue, Loc, from_validation_error, path
-from components.grammar import control_character_issues, normal_location
+from components.model.azure_grammar import normal_location
+from components.model.config import StackConfig
+from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
+from components.model.grammar import control_character_issues
 from components.rules import check
 
 NAMESPACE = "gpuaas"

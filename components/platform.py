@@ -11,22 +11,26 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import dra, fabric_guard, mig_guard, rdma_shared_device_plugin
-from components.admission import Admission
-from components.aks import AksCluster
-from components.config import StackConfig
-from components.dra_tenancy import DraTenancy
-from components.gpu_operator import GpuOperator
-from components.ib_node_config import IbNodeConfig
-from components.network_operator import NetworkArgs, NetworkOperator
-from components.nic_cluster_policy import NicClusterPolicy
-from components.onprem_nodes import OnPremNodes
-from components.opensm import OpenSm
-from components.queues import Queues
-from components.rdma_shared_device_plugin import RdmaSharedDevicePlugin
-from components.sriov_host import SriovHost
-from components.teams import Teams
-from components.verification import Verification
+from components.clusters.aks import AksCluster
+from components.clusters.onprem_nodes import OnPremNodes
+from components.dra.tenancy import DraTenancy
+from components.fabric.ib_node_config import IbNodeConfig
+from components.fabric.opensm import OpenSm
+from components.fabric.sriov_host import SriovHost
+from components.guards import fabric as fabric_guard
+from components.guards import gate, mig, resource_model
+from components.k8s import NetworkArgs
+from components.model import dra
+from components.model.config import StackConfig
+from components.operators import rdma_shared_device_plugin
+from components.operators.gpu_operator import GpuOperator
+from components.operators.network_operator import NetworkOperator
+from components.operators.nic_cluster_policy import NicClusterPolicy
+from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePlugin
+from components.proofs.verification import Verification
+from components.queueing.queues import Queues
+from components.tenancy.admission import Admission
+from components.tenancy.teams import Teams
 
 
 class Platform(pulumi.ComponentResource):
@@ -73,13 +77,13 @@ class Platform(pulumi.ComponentResource):
         )
         # 7. Node labels selecting MIG and time-slicing configs (on-prem; AKS labels pools), after
         #    the ConfigMaps they name: MIG Manager fails a node whose label names no config.
-        #    A MIG layout change waits on the day-2 guard (components/mig_guard.py).
+        #    A MIG layout change waits on the day-2 guard (components/guards/mig.py).
         if cfg.onprem is not None:
             nodes = OnPremNodes(f"{name}-nodes", cfg, cluster_opts, depends_on=gpu_operator.configs, gate=mig_gate)
             self._labelled.extend(nodes.patches.values())
         # 8. SR-IOV host side and OpenSM partitions (on-prem), after the policy's NIC driver: VFs get
         #    their GUIDs, and the SM the member lists, before team NADs hand those VFs to pods.
-        #    A change that moves VFs under running pods waits on the day-2 guard (components/fabric_guard.py).
+        #    A change that moves VFs under running pods waits on the day-2 guard (components/guards/fabric.py).
         team_after: list[pulumi.Resource] = [nic_cluster_policy.policy]
         fabric: list[pulumi.CustomResource] = [nic_cluster_policy.policy]
         if cfg.onprem is not None:
@@ -102,7 +106,7 @@ class Platform(pulumi.ComponentResource):
         admission = Admission(f"{name}-admission", cfg, cluster_opts)
         teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after, guards=admission.objects)
         self.exports["teams"] = teams.exports
-        #     Elastic quotas (components/queues.py): Kueue, the team queues in the team namespaces, and
+        #     Elastic quotas (components/queueing/queues.py): Kueue, the team queues in the team namespaces, and
         #     the policy that sends GPU workloads through them; before the verification Jobs use them.
         after_teams: list[pulumi.Resource] = [teams]
         if cfg.queues.elastic:
@@ -123,15 +127,11 @@ class Platform(pulumi.ComponentResource):
         # Exported only once the labels carrying them are applied: a run the guard (or a failed
         # label update) stops must leave the last run's layouts in place for the next comparison.
         if dra.uses_dra(cfg):
-            self.exports[dra.MODEL_OUTPUT] = mig_gate.apply(lambda _: "dra")
-        self.exports[mig_guard.OUTPUT] = mig_guard.once_applied(mig_gate, self._labelled, mig_guard.mig_layouts(cfg))
+            self.exports[resource_model.MODEL_OUTPUT] = mig_gate.apply(lambda _: "dra")
+        self.exports[mig.OUTPUT] = gate.once_applied(mig_gate, self._labelled, mig.mig_layouts(cfg))
         if cfg.onprem is not None:
-            self.exports[mig_guard.NODE_OUTPUT] = mig_guard.once_applied(
-                mig_gate, self._labelled, mig_guard.node_layouts(cfg)
-            )
-            self.exports[fabric_guard.OUTPUT] = mig_guard.once_applied(
-                mig_gate, fabric, fabric_guard.fabric_layout(cfg)
-            )
+            self.exports[mig.NODE_OUTPUT] = gate.once_applied(mig_gate, self._labelled, mig.node_layouts(cfg))
+            self.exports[fabric_guard.OUTPUT] = gate.once_applied(mig_gate, fabric, fabric_guard.fabric_layout(cfg))
         self.register_outputs(self.exports)
 
     def _mig_gate(self, name: str, cfg: StackConfig) -> pulumi.Output[bool]:
@@ -139,23 +139,23 @@ class Platform(pulumi.ComponentResource):
 
         Resolves to ``True``, or fails the run with the config-error text, every guard's problems
         together: a node group's MIG layout changes without ``mig.reconfigure: true``
-        (:mod:`components.mig_guard`; node labels wait on it), or a fabric change moves VFs under
-        running pods without its acknowledgement (:mod:`components.fabric_guard`; the GUID plan,
+        (:mod:`components.guards.mig`; node labels wait on it), or a fabric change moves VFs under
+        running pods without its acknowledgement (:mod:`components.guards.fabric`; the GUID plan,
         P_Key table, partitions.conf and NicClusterPolicy wait on it).
         """
         me = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
         last_run = pulumi.StackReference(f"{name}-last-run", stack_name=me, opts=pulumi.ResourceOptions(parent=self))
-        names = (mig_guard.OUTPUT, mig_guard.NODE_OUTPUT, fabric_guard.OUTPUT, dra.MODEL_OUTPUT)
+        names = (mig.OUTPUT, mig.NODE_OUTPUT, fabric_guard.OUTPUT, resource_model.MODEL_OUTPUT)
         last = pulumi.Output.all(*[last_run.get_output(n) for n in names])
-        # First the resource-model guard (a running stack keeps its model, components/dra.py): a
+        # First the resource-model guard (a running stack keeps its model, components/model/dra.py): a
         # model switch is the news, and the other guards' view of it would only repeat it per group.
         return last.apply(
             lambda o: (
-                dra.enforce_model(cfg, o[0], o[3])
-                and mig_guard.stop_on(
+                resource_model.enforce_model(cfg, o[0], o[3])
+                and gate.stop_on(
                     [
-                        mig_guard.check(cfg, *mig_guard.last_maps(o[0], o[1])),
-                        fabric_guard.check(cfg, mig_guard.string_map(fabric_guard.OUTPUT, o[2])),
+                        mig.check(cfg, *mig.last_maps(o[0], o[1])),
+                        fabric_guard.check(cfg, gate.string_map(fabric_guard.OUTPUT, o[2])),
                     ]
                 )
             )

@@ -29,7 +29,7 @@ STATE = ROOT / ".cluster"
 
 def _context_of(stack: str) -> str:
     from components.loader import gpuaas_section, parse_config
-    from components.offline import stack_config
+    from components.plan.offline import stack_config
 
     cfg = parse_config(gpuaas_section(stack_config(stack)))
     ctx = getattr(cfg.platform, "kubeconfig_context", None)
@@ -38,7 +38,7 @@ def _context_of(stack: str) -> str:
 
 def serve(stack: str) -> int:
     """The supervisor: start, apply, write the kubeconfig, then wait for SIGTERM."""
-    from components.offline import run_program
+    from components.plan.offline import run_program
     from e2e.controlplane import ControlPlane
     from e2e.plan_apply import apply_plan
 

@@ -42,8 +42,9 @@ from typing import Any
 
 import yaml
 
-from components import gpu_operator, network_operator, nic_cluster_policy, versions
 from components.k8s import E2E_STANDIN_CHARTS_ENV
+from components.model import versions
+from components.operators import gpu_operator, network_operator, nic_cluster_policy
 from e2e import toolchain
 from e2e.kube import ApiError, Kube
 
@@ -66,7 +67,7 @@ def bin_dirs() -> list[Path]:
 @dataclasses.dataclass(frozen=True)
 class StandIn:
     chart: str  # the chart name the program installs (components/*.CHART)
-    version: str  # the pinned chart version (components/versions.py)
+    version: str  # the pinned chart version (components/model/versions.py)
     upstream: Path  # the chart's folder in ../shared/upstream at that version
 
 

@@ -1,6 +1,6 @@
 """Apply an offline plan to a real API server, in install order, and compare what it stored.
 
-The offline plan (:mod:`components.offline`) records every Kubernetes object the program
+The offline plan (:mod:`components.plan.offline`) records every Kubernetes object the program
 registers, in registration order (= install order: the program registers in the order of
 ``components/platform.py``). Here each object goes to the API server with server-side apply;
 Helm releases are not objects (the charts are not reachable offline), so the CRDs their charts
@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from components import versions
-from components.offline import Record, Run
-from components.plan import HELM_RELEASE, manifest
+from components.model import versions
+from components.plan.offline import Record, Run
+from components.plan.writer import HELM_RELEASE, manifest
 from e2e.kube import ApiError, Kube, Obj
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """gpuaas policy pack: the tenancy guarantees, checked on what a preview or update would deploy.
 
-The components build these guarantees in (``components/teams.py``, ``components/quotas.py``,
+The components build these guarantees in (``components/tenancy/teams.py``, ``components/tenancy/quotas.py``,
 ``components/platform.py``); this pack checks the result, so a change that breaks one fails
 ``pulumi preview --policy-pack policy`` instead of reaching a cluster:
 
@@ -11,7 +11,7 @@ The components build these guarantees in (``components/teams.py``, ``components/
   in the operator namespaces the stack creates, i.e. its namespaces without the team label;
 * a stack whose teams have partition resources deploys the partition admission guard
   (``gpuaas-team-partition`` and its Deny binding): quotas name only a team's own partition, so
-  that policy is what refuses another team's VF pool (components/quotas.py);
+  that policy is what refuses another team's VF pool (components/tenancy/quotas.py);
 * every Helm release pins an exact chart version;
 * no NetworkAttachmentDefinition in ``default`` (Multus lets every namespace use NADs there unless
   ``globalNamespaces`` says otherwise: k8snetworkplumbingwg/multus-cni docs/configuration.md).
@@ -46,25 +46,25 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-#: Label on every team namespace (components/teams.py TEAM_LABEL).
+#: Label on every team namespace (components/tenancy/teams.py TEAM_LABEL).
 TEAM_LABEL: Final = "gpuaas.io/team"
 #: NAD annotation naming the device-plugin pool its VFs come from (k8snetworkplumbingwg
 #: network-attachment-definition spec v1.3, "resourceName").
 RESOURCE_NAME_ANNOTATION: Final = "k8s.v1.cni.cncf.io/resourceName"
 #: Pod annotation selecting secondary networks (same spec, "network-selection annotation").
 NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
-#: Extended resources of IB partitions' VF pools, ``nvidia.com/sriov8001`` (components/resources.py).
+#: Extended resources of IB partitions' VF pools, ``nvidia.com/sriov8001`` (components/model/resources.py).
 SRIOV_PREFIX: Final = "nvidia.com/sriov"
 NAD_TYPE: Final = "kubernetes:k8s.cni.cncf.io/v1:NetworkAttachmentDefinition"
 VAP_TYPE: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 VAP_BINDING_TYPE: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 #: The admission policy that keeps a pod to its own namespace's partition resource
-#: (components/admission.py PARTITION_POLICY).
+#: (components/tenancy/admission.py PARTITION_POLICY).
 PARTITION_POLICY: Final = "gpuaas-team-partition"
 HELM_TYPES: Final = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 #: An exact chart version as Helm resolves it: no range, wildcard, partial version or ``latest``
 #: (Helm treats ``version`` as a semver constraint: ``1.2`` or ``^1.2.0`` float). Same shape as
-#: components/types.py SEMVER_TAG.
+#: components/model/types.py SEMVER_TAG.
 EXACT_VERSION: Final = re.compile(r"v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?")
 #: A Kubernetes object name (DNS-1123 subdomain), as NAD and namespace names must be.
 K8S_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from components.config import StackConfig
 from components.loader import gpuaas_section, parse_config
-from components.offline import Run, run_program, stack_config
+from components.model.config import StackConfig
+from components.plan.offline import Run, run_program, stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"

@@ -10,13 +10,13 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from components.config import StackConfig
 from components.loader import parse_config
+from components.model.config import StackConfig
 
 NETWORK_OPERATOR = Path("network-operator/v26.4.1")
 NCP_CRD = NETWORK_OPERATOR / "crds/mellanox.com_nicclusterpolicies.yaml"
 WEBHOOK_SCHEMAS = NETWORK_OPERATOR / "webhook-schemas"
-#: Kubernetes version the core objects are validated against (the AKS pin, components/versions.py).
+#: Kubernetes version the core objects are validated against (the AKS pin, components/model/versions.py).
 K8S_VERSION = "1.33.0"
 
 

@@ -41,15 +41,17 @@ from celpy.evaluation import CELEvalError, Evaluator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components import admission, resources, teams
 from components.loader import parse_config
+from components.model import resources
+from components.tenancy import admission, network_admission, networks, teams
+from components.tenancy import labels as team_labels
 from tests.admission_cases import ALLOWED, REFUSED
 from tests.conftest import raw_stack
 
 NS: Final = "vision"
-NET: Final = admission.NETWORKS_ANNOTATION
-DEFAULT_NET: Final = admission.DEFAULT_NETWORK_ANNOTATION
-CHECK_NAMES: Final = tuple(name for name, _expr, _msg in admission.NETWORK_CHECKS)
+NET: Final = network_admission.NETWORKS_ANNOTATION
+DEFAULT_NET: Final = network_admission.DEFAULT_NETWORK_ANNOTATION
+CHECK_NAMES: Final = tuple(name for name, _expr, _msg in network_admission.NETWORK_CHECKS)
 
 # --------------------------------------------------------------------------------------------
 # RE2 (Go regexp) semantics on Python's re, for the constructs the policies' patterns use.
@@ -346,7 +348,7 @@ def pod(annotations: Mapping[str, str] | None = None, **spec: Any) -> dict[str, 
     }
 
 
-NETWORKS: Final = Policy(admission.networks_policy())
+NETWORKS: Final = Policy(network_admission.networks_policy())
 
 
 def cel_violations(annotations: Mapping[str, str], namespace: str = NS, policy: Policy = NETWORKS) -> list[str]:
@@ -357,8 +359,8 @@ def cel_violations(annotations: Mapping[str, str], namespace: str = NS, policy: 
 
 def test_validations_line_up_with_check_names() -> None:
     """Mapping validation i to NETWORK_CHECKS[i] is sound: same count, same text, same order."""
-    spec = admission.networks_policy()["spec"]
-    assert [v["expression"] for v in spec["validations"]] == [e for _n, e, _m in admission.NETWORK_CHECKS]
+    spec = network_admission.networks_policy()["spec"]
+    assert [v["expression"] for v in spec["validations"]] == [e for _n, e, _m in network_admission.NETWORK_CHECKS]
     assert [v["name"] for v in spec["variables"]] == ["networks", "isJson"]
 
 
@@ -415,18 +417,18 @@ def test_celpy_hands_the_module_regexes_through_unchanged() -> None:
         return wrapped
 
     spy = Policy(
-        admission.networks_policy(),
+        network_admission.networks_policy(),
         {**K8S_FUNCTIONS, "matches": record(cel_matches), "findAll": record(cel_find_all)},
     )
     spy.results(pod({NET: '[{"name":"ib","namespace":"vision"}]'}), NS)
     assert seen == {
-        admission.RE_IS_JSON,
-        admission.RE_ALPHABET,
-        admission.RE_FORBIDDEN_KEY,
-        admission.RE_KEY,
-        admission.RE_ALLOWED_KEY,
-        admission.RE_NAMESPACE_KEY,
-        admission.RE_NAMESPACE_VALUE_PREFIX + NS + '"',
+        network_admission.RE_IS_JSON,
+        network_admission.RE_ALPHABET,
+        network_admission.RE_FORBIDDEN_KEY,
+        network_admission.RE_KEY,
+        network_admission.RE_ALLOWED_KEY,
+        network_admission.RE_NAMESPACE_KEY,
+        network_admission.RE_NAMESPACE_VALUE_PREFIX + NS + '"',
     }
 
 
@@ -437,27 +439,29 @@ def test_celpy_hands_the_module_regexes_through_unchanged() -> None:
 @pytest.mark.parametrize("value", ALLOWED)
 def test_networks_allowed_by_real_cel(value: str) -> None:
     annotations = {NET: value} if value else {}
-    assert cel_violations(annotations) == admission.networks_violations(annotations, NS) == []
+    assert cel_violations(annotations) == network_admission.networks_violations(annotations, NS) == []
     assert cel_violations({NET: value}) == [], "the annotation present but empty is allowed too"
 
 
 @pytest.mark.parametrize(("value", "checks"), REFUSED)
 def test_networks_refused_by_real_cel(value: str, checks: set[str]) -> None:
     real = cel_violations({NET: value})
-    assert real == admission.networks_violations({NET: value}, NS)
+    assert real == network_admission.networks_violations({NET: value}, NS)
     assert checks <= set(real)
 
 
 def test_default_network_annotation_refused_by_real_cel() -> None:
     annotations = {DEFAULT_NET: "speech/ib"}
-    assert cel_violations(annotations) == admission.networks_violations(annotations, NS) == ["no-default-network"]
+    assert (
+        cel_violations(annotations) == network_admission.networks_violations(annotations, NS) == ["no-default-network"]
+    )
     both = {DEFAULT_NET: "speech/ib", NET: "ib-vision"}
-    assert cel_violations(both) == admission.networks_violations(both, NS) == ["no-default-network"]
+    assert cel_violations(both) == network_admission.networks_violations(both, NS) == ["no-default-network"]
 
 
 def test_harness_can_fail() -> None:
     """A policy with the ``!`` dropped from one check disagrees with the mirror: the comparison bites."""
-    broken = copy.deepcopy(admission.networks_policy())
+    broken = copy.deepcopy(network_admission.networks_policy())
     index = CHECK_NAMES.index("no-cni-args")
     expr = broken["spec"]["validations"][index]["expression"]
     assert expr.startswith("!")
@@ -465,7 +469,7 @@ def test_harness_can_fail() -> None:
     policy = Policy(broken)
     guid = '[{"name":"ib","cni-args":{"guid":"02:00:00:00:00:00:10:00"}}]'
     assert cel_violations({NET: guid}, policy=policy) == ["allowed-keys"]
-    assert admission.networks_violations({NET: guid}, NS) == ["no-cni-args", "allowed-keys"]
+    assert network_admission.networks_violations({NET: guid}, NS) == ["no-cni-args", "allowed-keys"]
     assert cel_violations({NET: "ib-vision"}, policy=policy) == ["no-cni-args"] != []
 
 
@@ -543,7 +547,7 @@ def test_real_cel_and_mirror_agree(value: str, default_network: bool) -> None:
     annotations = {NET: value}
     if default_network:
         annotations[DEFAULT_NET] = "vision/ib"
-    assert cel_violations(annotations) == admission.networks_violations(annotations, NS), value
+    assert cel_violations(annotations) == network_admission.networks_violations(annotations, NS), value
 
 
 def _sprinkle(value: str, inserts: list[tuple[int, str]]) -> str:
@@ -565,7 +569,7 @@ def test_outside_the_alphabet_only_the_verdict_is_shared(value: str, inserts: li
     ``re``/``str.strip`` semantics against Kubernetes' RE2/Go semantics.
     """
     value = _sprinkle(value, inserts)
-    real, mirrored = cel_violations({NET: value}), admission.networks_violations({NET: value}, NS)
+    real, mirrored = cel_violations({NET: value}), network_admission.networks_violations({NET: value}, NS)
     assert "alphabet" in real and "alphabet" in mirrored, value
 
 
@@ -603,14 +607,14 @@ KNOWN_DIVERGENCES: Final[list[tuple[str, list[str], list[str], str]]] = [
 @pytest.mark.parametrize(("value", "real", "mirrored", "why"), KNOWN_DIVERGENCES)
 def test_known_divergences(value: str, real: list[str], mirrored: list[str], why: str) -> None:
     assert cel_violations({NET: value}) == real, why
-    assert admission.networks_violations({NET: value}, NS) == mirrored, why
+    assert network_admission.networks_violations({NET: value}, NS) == mirrored, why
 
 
 # --------------------------------------------------------------------------------------------
 # Networks stay as admitted: the UPDATE policy, real CEL against its mirror
 
-IMMUTABLE: Final = Policy(admission.networks_immutable_policy())
-IMMUTABLE_NAMES: Final = tuple(name for name, _expr, _msg in admission.IMMUTABLE_CHECKS)
+IMMUTABLE: Final = Policy(network_admission.networks_immutable_policy())
+IMMUTABLE_NAMES: Final = tuple(name for name, _expr, _msg in network_admission.IMMUTABLE_CHECKS)
 GUID_PATCH: Final = '[{"name":"ib-vision","cni-args":{"guid":"02:00:00:00:00:00:20:00"}}]'
 
 #: (old annotations, new annotations, checks that must fail) — an UPDATE of a team pod.
@@ -640,25 +644,25 @@ def test_network_annotations_cannot_change_on_update(
 ) -> None:
     results = IMMUTABLE.results(_with_annotations(new), NS, old=_with_annotations(old))
     real = [name for name, ok in zip(IMMUTABLE_NAMES, results, strict=True) if not ok]
-    assert real == admission.networks_update_violations(old, new) == failing
+    assert real == network_admission.networks_update_violations(old, new) == failing
 
 
 def test_update_validations_line_up_with_check_names() -> None:
-    spec = admission.networks_immutable_policy()["spec"]
-    assert [v["expression"] for v in spec["validations"]] == [e for _n, e, _m in admission.IMMUTABLE_CHECKS]
-    assert [k for _n, k in admission.IMMUTABLE_ANNOTATIONS] == [NET, DEFAULT_NET]
+    spec = network_admission.networks_immutable_policy()["spec"]
+    assert [v["expression"] for v in spec["validations"]] == [e for _n, e, _m in network_admission.IMMUTABLE_CHECKS]
+    assert [k for _n, k in network_admission.IMMUTABLE_ANNOTATIONS] == [NET, DEFAULT_NET]
 
 
 def test_update_policy_matches_updates_of_pods_and_their_status() -> None:
     """Annotations can be written through pods/status too (the status strategy keeps metadata)."""
-    spec = admission.networks_immutable_policy()["spec"]
+    spec = network_admission.networks_immutable_policy()["spec"]
     (rule,) = spec["matchConstraints"]["resourceRules"]
     assert rule["operations"] == ["UPDATE"] and rule["resources"] == ["pods", "pods/status"]
     assert (
         spec["matchConstraints"]["namespaceSelector"]
-        == admission.networks_policy()["spec"]["matchConstraints"]["namespaceSelector"]
+        == network_admission.networks_policy()["spec"]["matchConstraints"]["namespaceSelector"]
     )
-    create = admission.networks_policy()["spec"]["matchConstraints"]["resourceRules"][0]
+    create = network_admission.networks_policy()["spec"]["matchConstraints"]["resourceRules"][0]
     assert create["operations"] == ["CREATE"], "the CREATE checks never block a status update"
 
 
@@ -666,7 +670,7 @@ def test_update_policy_matches_updates_of_pods_and_their_status() -> None:
 # Partition policy: a pod requests only its own namespace's partition resource
 
 PARTITION: Final = Policy(admission.partition_policy())
-OWN: Final = {teams.PARTITION_LABEL: "sriov8001", teams.TEAM_LABEL: "vision"}
+OWN: Final = {team_labels.PARTITION_LABEL: "sriov8001", team_labels.TEAM_LABEL: "vision"}
 
 
 def _asks(resource: str, where: str = "containers", kind: str = "limits") -> dict[str, Any]:
@@ -691,7 +695,7 @@ PARTITION_CASES: Final[list[tuple[str, dict[str, Any], Mapping[str, str] | None,
     ("own partition, init container", _asks("nvidia.com/sriov8001", "initContainers"), OWN, True),
     ("foreign partition, native sidecar", _asks("nvidia.com/sriov8002", "sidecar"), OWN, False),
     ("foreign partition, ephemeral container", _asks("nvidia.com/sriov8002", "ephemeralContainers"), OWN, False),
-    ("any partition, namespace without one", _asks("nvidia.com/sriov8001"), {teams.TEAM_LABEL: "plain"}, False),
+    ("any partition, namespace without one", _asks("nvidia.com/sriov8001"), {team_labels.TEAM_LABEL: "plain"}, False),
     ("any partition, unlabelled namespace", _asks("nvidia.com/sriov8001"), None, False),
     ("lookalike under the prefix", _asks("nvidia.com/sriov8001x"), OWN, False),
 ]
@@ -703,7 +707,11 @@ def test_partition_policy_with_real_cel(
 ) -> None:
     p = pod(**spec)
     assert PARTITION.results(p, NS, namespace_labels=labels) == [allowed], label
-    own = "nvidia.com/" + labels[teams.PARTITION_LABEL] if labels and teams.PARTITION_LABEL in labels else None
+    own = (
+        "nvidia.com/" + labels[team_labels.PARTITION_LABEL]
+        if labels and team_labels.PARTITION_LABEL in labels
+        else None
+    )
     assert (admission.partition_resource_violations(p["spec"], own) == []) == allowed, "mirror agrees"
     message = PARTITION.message(0, p, NS, namespace_labels=labels)
     assert ("nvidia.com/sriov8001" in message) == (own is not None), message
@@ -719,8 +727,8 @@ def test_partition_label_is_what_the_team_namespace_carries(cfg_of: Any) -> None
             "ownPartition": resources.sriov_resource(team.partition.pkey),
             "ownPartitionOnly": True,
         }
-        nad = teams.nad(cfg, team)
-        assert nad is not None and nad["metadata"]["annotations"][teams.RESOURCE_NAME_ANNOTATION] == str(
+        nad = networks.nad(cfg, team)
+        assert nad is not None and nad["metadata"]["annotations"][networks.RESOURCE_NAME_ANNOTATION] == str(
             act["variables"]["ownPartition"]
         )
 
@@ -739,17 +747,19 @@ def _team_namespace_labels() -> dict[str, str]:
 
 
 NS_LABELS: Final = _team_namespace_labels()
-POOL_KEY: Final = teams.AKS_POOL_LABEL
-POOL_NAME: Final = NS_LABELS[teams.POOL_LABEL]
+POOL_KEY: Final = team_labels.AKS_POOL_LABEL
+POOL_NAME: Final = NS_LABELS[team_labels.POOL_LABEL]
 
 
 def test_pool_comes_from_the_namespace_not_a_parameter() -> None:
     assert "paramKind" not in admission.pool_policy()["spec"] and "paramRef" not in admission.pool_binding()["spec"]
     selector = admission.pool_binding()["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-    assert selector == [{"key": teams.TEAM_LABEL, "operator": "Exists"}], "every team namespace, pool label or not"
+    assert selector == [{"key": team_labels.TEAM_LABEL, "operator": "Exists"}], (
+        "every team namespace, pool label or not"
+    )
     assert POOL_NAME == "ndh100a" != OTHER_POOL
     cfg = parse_config(raw_stack("aks"))
-    cm = teams.scheduling_config_map(cfg, cfg.teams[0])
+    cm = networks.scheduling_config_map(cfg, cfg.teams[0])
     assert cm is not None and cm["data"]["nodeSelectorValue"] == POOL_NAME, "the Jobs' template agrees"
 
 
@@ -765,7 +775,7 @@ def _gpu(limits: bool = False, resource: str = "nvidia.com/gpu") -> list[dict[st
     return [{"name": "main", "image": "busybox", "resources": resources}]
 
 
-def _affinity(*terms: list[str], key: str = teams.AKS_POOL_LABEL, operator: str = "In") -> dict[str, Any]:
+def _affinity(*terms: list[str], key: str = team_labels.AKS_POOL_LABEL, operator: str = "In") -> dict[str, Any]:
     return {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -838,7 +848,7 @@ def test_pool_variable_sees_the_pod() -> None:
 
 
 #: The labels of a team namespace without a partition: the team label, no pool.
-NO_POOL_LABELS: Final = {k: v for k, v in NS_LABELS.items() if k != teams.POOL_LABEL}
+NO_POOL_LABELS: Final = {k: v for k, v in NS_LABELS.items() if k != team_labels.POOL_LABEL}
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,7 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.runtime import rpc
 
-from components import resources, rules
-from components.aks import (
+from components.clusters.aks import (
     NODE_TEMPLATE_RESOURCES_TAG,
     AksCluster,
     agent_pool_args,
@@ -21,11 +20,12 @@ from components.aks import (
     node_resources,
     pool_capacity,
 )
-from components.config import StackConfig
-from components.errors import ConfigError
+from components.clusters.onprem_nodes import pool_labels
 from components.loader import parse_config
-from components.offline import FAKE_KUBECONFIG, Record, Run, run_program
-from components.onprem_nodes import pool_labels
+from components.model import capacity, resources
+from components.model.config import StackConfig
+from components.model.errors import ConfigError
+from components.plan.offline import FAKE_KUBECONFIG, Record, Run, run_program
 from tests.conftest import qualified, raw_stack
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
@@ -62,7 +62,7 @@ def _pool_inputs(pool: str, max_count: int) -> dict[str, Any]:
         "nodeTaints": ["nvidia.com/gpu=present:NoSchedule"],
         "nodeLabels": _labels(pool),
         "gpuProfile": {"driver": "None"},
-        # the cluster autoscaler's template node for an empty pool (components/aks.py)
+        # the cluster autoscaler's template node for an empty pool (components/clusters/aks.py)
         "tags": {
             "k8s.io_cluster-autoscaler_node-template_resources_nvidia.com_gpu": "8",
             "k8s.io_cluster-autoscaler_node-template_resources_rdma_hcashared": "1000",
@@ -397,7 +397,7 @@ def test_pool_capacity_of_the_aks_stack() -> None:
         },
     ]
     # The same arithmetic the quota rules check against.
-    assert sum(r["max_gpus"] for r in rows) == rules.capacity(cfg)[resources.GPU]
+    assert sum(r["max_gpus"] for r in rows) == capacity.capacity(cfg)[resources.GPU]
 
 
 def test_pool_capacity_is_empty_on_prem(cfg_of: Callable[[str], StackConfig]) -> None:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from components.errors import ConfigError, Issue
 from components.loader import parse_config, parse_stack, read_stack_file
-from components.offline import stack_config
-from components.types import DnsLabel
+from components.model.errors import ConfigError, Issue
+from components.model.types import DnsLabel
+from components.plan.offline import stack_config
 from tests.conftest import ROOT, qualified, raw_stack
 from tests.test_config_rules import Edit, _issues, _set
 
@@ -464,7 +464,7 @@ def test_the_program_itself_checks_the_provider_location() -> None:
     """``pulumi up`` runs ``load_config``, which reads ``azure-native:location`` from the runtime too."""
     import pulumi
 
-    from components.offline import run_program
+    from components.plan.offline import run_program
 
     config = stack_config("aks")
     config["azure-native:location"] = "westeurope"

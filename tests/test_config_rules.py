@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components.errors import ConfigError
 from components.loader import parse_config
+from components.model.errors import ConfigError
 from tests.conftest import raw_stack
 
 Edit = Callable[[dict[str, Any]], None]

@@ -18,13 +18,18 @@ from celpy.adapter import json_to_cel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components import dra, dra_tenancy, quotas, resources, teams
-from components.config import StackConfig
-from components.errors import ConfigError
-from components.gpu_operator import gpu_operator_values
+from components.dra import claims
+from components.dra import tenancy as dra_tenancy
+from components.guards import resource_model
 from components.loader import gpuaas_section, parse_config
-from components.offline import ROOT, run_program, stack_config
-from components.plan import write_plan
+from components.model import dra, resources
+from components.model.config import StackConfig
+from components.model.errors import ConfigError
+from components.operators import gpu_cluster
+from components.operators.gpu_operator import gpu_operator_values
+from components.plan.offline import ROOT, run_program, stack_config
+from components.plan.writer import write_plan
+from components.tenancy import quotas, teams
 from tests.conftest import raw_stack
 from tests.schema_helpers import assert_value_paths_exist, validate_against_crd
 from tests.test_admission_cel import Policy
@@ -197,10 +202,10 @@ GPU_CLUSTER_SNAPSHOT: Final = {
 
 
 def test_gpu_cluster_snapshot() -> None:
-    assert dra.gpu_cluster(dra_cfg(), driver_enabled=False) == GPU_CLUSTER_SNAPSHOT
+    assert gpu_cluster.gpu_cluster(dra_cfg(), driver_enabled=False) == GPU_CLUSTER_SNAPSHOT
     custom = dra_raw()
     custom["versions"] = {"draDriverRepository": "mirror.example.com/nvidia", "draDriver": "v0.5.1"}
-    got = dra.gpu_cluster(parse_config(custom), driver_enabled=True)
+    got = gpu_cluster.gpu_cluster(parse_config(custom), driver_enabled=True)
     assert got["spec"]["draDriver"]["repository"] == "mirror.example.com/nvidia"
     assert got["spec"]["draDriver"]["version"] == "v0.5.1"
     assert got["spec"]["hostPaths"] == {"driverInstallDir": "/run/nvidia/driver"}
@@ -208,7 +213,9 @@ def test_gpu_cluster_snapshot() -> None:
 
 @pytest.mark.parametrize("driver", [False, True])
 def test_gpu_cluster_is_valid_for_its_crd(gpu_operator_dir: Path, driver: bool) -> None:
-    validate_against_crd(dra.gpu_cluster(dra_cfg(), driver), gpu_operator_dir / "crds" / "nvidia.com_gpuclusters.yaml")
+    validate_against_crd(
+        gpu_cluster.gpu_cluster(dra_cfg(), driver), gpu_operator_dir / "crds" / "nvidia.com_gpuclusters.yaml"
+    )
 
 
 def test_gpu_cluster_crd_check_refuses_unknown_fields(gpu_operator_dir: Path) -> None:
@@ -222,7 +229,7 @@ def test_gpu_cluster_crd_check_refuses_unknown_fields(gpu_operator_dir: Path) ->
 def test_gpu_cluster_singleton_name_is_the_crds_rule(gpu_operator_dir: Path) -> None:
     crd = yaml.safe_load((gpu_operator_dir / "crds" / "nvidia.com_gpuclusters.yaml").read_text())
     rules = [r["rule"] for r in crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"]]
-    assert rules == [f"self.metadata.name == '{dra.GPU_CLUSTER}'"]
+    assert rules == [f"self.metadata.name == '{gpu_cluster.GPU_CLUSTER}'"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,7 +237,7 @@ def test_gpu_cluster_singleton_name_is_the_crds_rule(gpu_operator_dir: Path) -> 
 
 
 def test_mig_class_snapshot() -> None:
-    assert dra.mig_device_class("1g.10gb+me") == {
+    assert claims.mig_device_class("1g.10gb+me") == {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
         "metadata": {"name": "mig-1g.10gb.me.gpuaas.io", "labels": {"app.kubernetes.io/part-of": "gpuaas"}},
@@ -250,7 +257,7 @@ def test_mig_class_snapshot() -> None:
 def test_claim_templates_follow_the_team_quota() -> None:
     cfg = dra_cfg()
     research = next(t for t in cfg.teams if t.name == "research")
-    templates = dra.claim_templates(research)
+    templates = claims.claim_templates(research)
     assert sorted(templates) == ["gpuaas-mig-1g.10gb", "gpuaas-mig-4g.40gb"]
     assert templates["gpuaas-mig-4g.40gb"] == {
         "apiVersion": "resource.k8s.io/v1",
@@ -278,7 +285,7 @@ def test_claim_templates_follow_the_team_quota() -> None:
         },
     }
     vision = next(t for t in cfg.teams if t.name == "vision")
-    assert sorted(dra.claim_templates(vision)) == ["gpuaas-gpu"]
+    assert sorted(claims.claim_templates(vision)) == ["gpuaas-gpu"]
 
 
 def test_dra_quota_of_a_mig_team() -> None:
@@ -348,7 +355,7 @@ def test_adding_a_team_leaves_other_teams_dra_objects_alone() -> None:
     for team in before.teams:
         twin = next(t for t in after.teams if t.name == team.name)
         assert quotas.quota_hard(before, team) == quotas.quota_hard(after, twin)
-        assert dra.claim_templates(team) == dra.claim_templates(twin)
+        assert claims.claim_templates(team) == claims.claim_templates(twin)
         assert teams.namespace(before, team) == teams.namespace(after, twin)
 
 
@@ -381,7 +388,7 @@ def test_gpus_as_claims_moves_the_gpu_request_to_claims() -> None:
             {"name": "b", "resources": {"requests": {"cpu": "1"}}},
         ]
     }
-    got = dra.gpus_as_claims(spec)
+    got = claims.gpus_as_claims(spec)
     assert got["containers"][0]["resources"] == {
         "requests": {"cpu": "1"},
         "limits": {},
@@ -499,10 +506,10 @@ def test_claim_guard_refuses(obj: dict[str, Any], checks: list[str]) -> None:
 def test_claim_guard_reads_templates_through_spec_spec() -> None:
     cfg = dra_cfg()
     research = next(t for t in cfg.teams if t.name == "research")
-    for template in dra.claim_templates(research).values():
+    for template in claims.claim_templates(research).values():
         assert failing(template) == [], "gpuaas's own templates pass the guard"
     vision = next(t for t in cfg.teams if t.name == "vision")
-    gpu_template = dra.claim_templates(vision)["gpuaas-gpu"]
+    gpu_template = claims.claim_templates(vision)["gpuaas-gpu"]
     assert failing(gpu_template) == ["device-class"], "research may not use vision's shape"
     assert failing(gpu_template, labels={"dra.gpuaas.io/gpu.nvidia.com": "true"}) == []
 
@@ -607,7 +614,7 @@ def test_device_plugin_stacks_have_no_dra_objects(stack: str, run_of: Callable[[
 def test_model_switch_guard(model: str, last_layouts: Any, last_model: Any, refused: bool) -> None:
     raw = dra_raw()
     raw["gpuOperator"]["resourceModel"] = model
-    issues = dra.model_switch_issues(parse_config(raw), last_layouts, last_model)
+    issues = resource_model.model_switch_issues(parse_config(raw), last_layouts, last_model)
     assert [i.path for i in issues] == (["gpuaas:gpuOperator.resourceModel"] if refused else [])
 
 
@@ -620,7 +627,7 @@ def test_plan_stops_a_model_switch_against_the_last_outputs(tmp_path: Path) -> N
     # Its allowed twin: the DRA stack against its own last run.
     write_plan("onprem", tmp_path / "dra", stack_file=DRA_STACK)
     outputs = yaml.safe_load((tmp_path / "dra/onprem/outputs.yaml").read_text())
-    assert outputs[dra.MODEL_OUTPUT] == "dra"
+    assert outputs[resource_model.MODEL_OUTPUT] == "dra"
     write_plan("onprem", tmp_path / "again", stack_file=DRA_STACK, previous=tmp_path / "dra/onprem/outputs.yaml")
 
 
@@ -664,7 +671,7 @@ def test_dynamic_mig_refuses(edit: Callable[[dict[str, Any]], None], path: str, 
 def test_dynamic_mig_allowed_and_rendered(upstream: Path) -> None:
     cfg = parse_config(dynamic_raw())
     assert dra.dynamic_mig(cfg)
-    cluster = dra.gpu_cluster(cfg, driver_enabled=False)
+    cluster = gpu_cluster.gpu_cluster(cfg, driver_enabled=False)
     assert cluster["spec"]["draDriver"]["featureGates"] == {"DynamicMIG": True}
     validate_against_crd(cluster, upstream.joinpath(*GPU_OPERATOR, "crds", "nvidia.com_gpuclusters.yaml"))
     # Every H100-80GB profile gets its class: the driver may cut any of them.
@@ -683,7 +690,7 @@ def test_dynamic_mig_allowed_and_rendered(upstream: Path) -> None:
     raw["platform"]["kubernetesVersion"] = "1.36.0"
     assert dra.dynamic_mig(parse_config(raw))
     # Static MIG renders no feature gate.
-    assert "featureGates" not in dra.gpu_cluster(dra_cfg(), driver_enabled=False)["spec"]["draDriver"]
+    assert "featureGates" not in gpu_cluster.gpu_cluster(dra_cfg(), driver_enabled=False)["spec"]["draDriver"]
 
 
 def test_variant_stack_passes_the_policy_pack() -> None:
@@ -699,7 +706,7 @@ def test_variant_stack_passes_the_policy_pack() -> None:
 
 
 def test_with_elastic_quotas_kueue_maps_every_gpu_class_to_the_resource_the_queues_cover() -> None:
-    from components.queues import cluster_queue, kueue_configuration
+    from components.queueing.queues import cluster_queue, kueue_configuration
 
     raw = dra_raw()
     raw["queues"] = {"elastic": True}

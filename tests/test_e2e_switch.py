@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from components.k8s import E2E_STANDIN_CHARTS_ENV, KUBELET_AWAITED, SKIP_AWAIT
-from components.offline import Run, run_program
-from components.plan import HELM_RELEASE, manifest
+from components.plan.offline import Run, run_program
+from components.plan.writer import HELM_RELEASE, manifest
 from tests.conftest import offline_run
 
 

@@ -15,10 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-from components import elastic, queue_admission, queues, quotas, resources, verification
-from components.errors import ConfigError
 from components.loader import parse_config
-from components.offline import run_program
+from components.model import elastic, resources
+from components.model.errors import ConfigError
+from components.plan.offline import run_program
+from components.proofs import isolation
+from components.queueing import admission, queues
+from components.tenancy import quotas
 from tests.conftest import qualified, raw_stack
 from tests.schema_helpers import assert_value_paths_exist, crd_errors, validate_against_crd
 
@@ -331,7 +334,7 @@ def test_elastic_off_plans_no_kueue_and_hard_quotas() -> None:
     # the isolation probe's Jobs, each end through its own team's queue
     probes = {
         f"gpuaas-verification-isolation-{p.id}-{role}"
-        for p in verification.isolation_probes(parse_config(raw_stack("onprem")))
+        for p in isolation.isolation_probes(parse_config(raw_stack("onprem")))
         for role in ("client", "server")
     }
     assert probes
@@ -497,10 +500,10 @@ def test_release_is_pinned_in_its_own_namespace(run_of: Any) -> None:
 def test_admission_objects_per_integration() -> None:
     raw = raw_stack("onprem")
     raw["queues"]["integrations"] = ["batch/job"]
-    roles = set(queue_admission.queue_admission_objects(parse_config(raw)))
-    apps = {f"{plural}-queue-{kind}" for plural in queue_admission.APPS_KINDS for kind in ("policy", "binding")}
+    roles = set(admission.queue_admission_objects(parse_config(raw)))
+    apps = {f"{plural}-queue-{kind}" for plural in admission.APPS_KINDS for kind in ("policy", "binding")}
     assert roles == {"pods-queue-policy", "pods-queue-binding", "jobs-queue-policy", "jobs-queue-binding"} | apps
-    full = set(queue_admission.queue_admission_objects(parse_config(raw_stack("onprem"))))
+    full = set(admission.queue_admission_objects(parse_config(raw_stack("onprem"))))
     assert {"jobsets-queue-policy", "pytorchjobs-queue-policy", "mpijobs-queue-policy"} <= full
     raw["queues"]["elastic"] = False
-    assert queue_admission.queue_admission_objects(parse_config(raw)) == {}
+    assert admission.queue_admission_objects(parse_config(raw)) == {}

@@ -17,10 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components import elastic, queues, quotas, resources
-from components.config import AksPartition
-from components.errors import ConfigError
 from components.loader import parse_config
+from components.model import elastic, resources
+from components.model.errors import ConfigError
+from components.model.teams import AksPartition
+from components.queueing import queues
+from components.tenancy import quotas
 from tests.conftest import raw_stack
 
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

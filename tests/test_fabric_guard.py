@@ -9,20 +9,20 @@ import pulumi
 import pytest
 import yaml
 
-from components import fabric_guard, mig_guard
+from components.guards import fabric, gate
 from components.loader import parse_config
-from components.offline import RecordingMonitor, run_program
-from components.plan import main as plan_main
+from components.plan.offline import RecordingMonitor, run_program
+from components.plan.writer import main as plan_main
 from tests.conftest import qualified, raw_stack
 
 
 def _applied(**overrides: str) -> dict[str, str]:
     """The fabric values of the checked-in onprem stack, as its last run exported them."""
-    return {**fabric_guard.fabric_layout(parse_config(raw_stack("onprem"))), **overrides}
+    return {**fabric.fabric_layout(parse_config(raw_stack("onprem"))), **overrides}
 
 
 def _check(raw: dict[str, Any], previous: dict[str, str] | None) -> tuple[list[Any], list[str]]:
-    return fabric_guard.check(parse_config(raw), previous)
+    return fabric.check(parse_config(raw), previous)
 
 
 def test_checked_in_stack_exports_its_fabric() -> None:
@@ -30,7 +30,7 @@ def test_checked_in_stack_exports_its_fabric() -> None:
     assert layout["vfsPerHca"] == "6"
     assert layout["guidScheme"] == "base=0x0200000000000000 nodeBits=16 hcaBits=4 vfBits=8"
     assert layout["teams.vision.pkey"] == "0x0001" and layout["teams.vision.vfIndex"] == "0"
-    assert fabric_guard.fabric_layout(parse_config(raw_stack("aks"))) == {}
+    assert fabric.fabric_layout(parse_config(raw_stack("aks"))) == {}
 
 
 @pytest.mark.parametrize("previous", [None, {}, _applied()], ids=["first-run", "empty", "same"])
@@ -171,7 +171,7 @@ def test_a_stopped_run_sends_no_vf_plan_and_records_no_fabric() -> None:
     sent = {r.name for r in monitor.records}
     assert not [n for n in sent if n.startswith(HELD_BACK)], "the new VF count would reach the nodes"
     assert "gpuaas-nic-cluster-policy-policy" not in sent
-    assert not any(fabric_guard.OUTPUT in outputs for outputs in monitor.stack_outputs)
+    assert not any(fabric.OUTPUT in outputs for outputs in monitor.stack_outputs)
 
 
 def test_mig_and_fabric_problems_are_reported_together() -> None:
@@ -185,7 +185,7 @@ def test_mig_and_fabric_problems_are_reported_together() -> None:
 
 def test_a_passing_run_records_its_fabric_and_changes_nothing_it_lets_through() -> None:
     first = run_program("onprem")
-    assert first.outputs[fabric_guard.OUTPUT] == _applied()
+    assert first.outputs[fabric.OUTPUT] == _applied()
     again = run_program("onprem", previous=first.outputs)
     assert sorted((r.name, repr(r.inputs)) for r in first.records) == sorted(
         (r.name, repr(r.inputs)) for r in again.records
@@ -193,12 +193,12 @@ def test_a_passing_run_records_its_fabric_and_changes_nothing_it_lets_through() 
     acked = _more_vfs()
     acked["platform"]["fabric"]["reconfigure"] = True
     run = run_program("onprem", config=qualified(acked), previous=first.outputs)
-    assert run.outputs[fabric_guard.OUTPUT]["vfsPerHca"] == "8"
+    assert run.outputs[fabric.OUTPUT]["vfsPerHca"] == "8"
 
 
 def test_malformed_previous_output_warns_and_compares_nothing() -> None:
-    assert mig_guard.string_map("fabricLayout", ["x"]) is None
-    assert fabric_guard.check(parse_config(_more_vfs()), None) == ([], [])
+    assert gate.string_map("fabricLayout", ["x"]) is None
+    assert fabric.check(parse_config(_more_vfs()), None) == ([], [])
 
 
 def test_offline_plan_refuses_with_the_base_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

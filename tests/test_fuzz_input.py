@@ -3,7 +3,7 @@
 Hypothesis writes random YAML text and mutates the checked-in stacks (a value replaced by
 garbage, a key deleted or added, a list item duplicated). Through the loader (``read_stack_file`` +
 ``parse_stack``) the only allowed outcomes are a :class:`StackConfig` or a :class:`ConfigError`;
-through the plan's entry point (``components.plan.main``), exit code 0 or 2 and no traceback.
+through the plan's entry point (``components.plan.writer.main``), exit code 0 or 2 and no traceback.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.config import StackConfig
-from components.errors import ConfigError
 from components.loader import parse_stack, read_stack_file
-from components.offline import ROOT, stack_config
-from components.plan import main
+from components.model.config import StackConfig
+from components.model.errors import ConfigError
+from components.plan.offline import ROOT, stack_config
+from components.plan.writer import main
 
 #: Strings that hit the grammars' edges: control characters, quotes, shell, paths, suffixes.
 _TRICKY = [

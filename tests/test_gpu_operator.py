@@ -11,10 +11,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components import resources
-from components.config import StackConfig
-from components.errors import ConfigError
-from components.gpu_operator import (
+from components.loader import parse_config
+from components.model import resources
+from components.model.config import StackConfig
+from components.model.errors import ConfigError
+from components.operators.gpu_operator import (
     DEVICE_PLUGIN_CONFIGMAP,
     MIG_CONFIGMAP,
     device_plugin_configmap,
@@ -23,8 +24,7 @@ from components.gpu_operator import (
     mig_parted_configmap,
     namespace_manifest,
 )
-from components.loader import parse_config
-from components.offline import Run
+from components.plan.offline import Run
 from tests.schema_helpers import assert_value_paths_exist, missing_value_paths
 
 GPU_OPERATOR = Path("gpu-operator/v26.7.0")

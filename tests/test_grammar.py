@@ -1,4 +1,4 @@
-"""The consumers' grammars (components/grammar.py): each refusal beside a value the consumer takes."""
+"""The consumers' grammars (components/model/grammar.py): each refusal beside a value the consumer takes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components import grammar as g
+from components.model import azure_grammar
+from components.model import grammar as g
 
 # --------------------------------------------------------------------------------------------
 # Kubernetes quantities, cases from apimachinery's quantity_test.go and its grammar
@@ -112,14 +113,14 @@ CASES: list[tuple[str, Check, str, str]] = [
     ("url scheme", g.check_url, "ftp://helm.ngc.nvidia.com/nvidia", "https://helm.ngc.nvidia.com/nvidia"),
     ("url quote", g.check_url, "https://h/'x", "oci://ghcr.io/charts"),
     ("url no host", g.check_url, "https:///nvidia", "http://127.0.0.1:8080/charts"),
-    ("subscription", g.check_subscription_id, "x", "0b3c5f9e-1234-4abc-9def-0123456789ab"),
-    ("resource group dot end", g.check_resource_group, "rg.", "rg-gpuaas.prod"),
-    ("resource group chars", g.check_resource_group, "rg/gpu", "rg_(gpu)"),
-    ("resource group long", g.check_resource_group, "r" * 91, "r" * 90),
-    ("location", g.check_location, "East US", "eastus"),
-    ("k8s version v", g.check_kubernetes_version, "v1.33.5", "1.33.5"),
-    ("k8s version word", g.check_kubernetes_version, "latest", "1.33"),
-    ("vm size", g.check_vm_size, "D8ds v5", "Standard_D8ds_v5"),
+    ("subscription", azure_grammar.check_subscription_id, "x", "0b3c5f9e-1234-4abc-9def-0123456789ab"),
+    ("resource group dot end", azure_grammar.check_resource_group, "rg.", "rg-gpuaas.prod"),
+    ("resource group chars", azure_grammar.check_resource_group, "rg/gpu", "rg_(gpu)"),
+    ("resource group long", azure_grammar.check_resource_group, "r" * 91, "r" * 90),
+    ("location", azure_grammar.check_location, "East US", "eastus"),
+    ("k8s version v", azure_grammar.check_kubernetes_version, "v1.33.5", "1.33.5"),
+    ("k8s version word", azure_grammar.check_kubernetes_version, "latest", "1.33"),
+    ("vm size", azure_grammar.check_vm_size, "D8ds v5", "Standard_D8ds_v5"),
     ("hca shell", g.check_hca, "mlx5_0;reboot", "mlx5_0"),
     ("hca space", g.check_hca, "mlx5 0", "ibp12s0"),
     ("hca path", g.check_hca, "../mlx5_0", "mlx5_bond_0"),

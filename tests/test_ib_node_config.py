@@ -14,8 +14,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from components.config import StackConfig
-from components.ib_node_config import (
+from components.fabric.ib_node_config import (
     DONE_FILE,
     DROPIN_NAME,
     MODULES_LOAD_FILE,
@@ -25,7 +24,8 @@ from components.ib_node_config import (
     script_sha256,
 )
 from components.loader import parse_config
-from components.offline import Run
+from components.model.config import StackConfig
+from components.plan.offline import Run
 from tests.conftest import raw_stack
 from tests.network_cases import K8S_VERSION, custom, defaults
 
@@ -234,7 +234,7 @@ def test_first_restarts_are_staggered_by_node_and_repairs_are_not(host: FakeHost
 
 
 def test_the_stagger_window_grows_with_the_fleet() -> None:
-    from components.ib_node_config import MAX_STAGGER, stagger_seconds
+    from components.fabric.ib_node_config import MAX_STAGGER, stagger_seconds
 
     cfg = defaults()
     assert stagger_seconds(cfg) == 2 * len(cfg.onprem.nodes)  # type: ignore[union-attr]

@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import pytest
 
-from components import teams
+from components.tenancy import teams
 from tests.conftest import raw_stack
 
 _SUFFIX: Final = {"": 1, "m": Decimal("0.001"), "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3}

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from components.loader import allowed_keys, raw_from_pulumi
-from components.offline import ROOT, run_program, stack_config
+from components.plan.offline import ROOT, run_program, stack_config
 from tests.conftest import qualified, raw_stack
 
 
@@ -44,7 +44,16 @@ def test_plan_cli_prints_problems_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "Pulumi.bad.yaml"
     bad.write_text(yaml.safe_dump({"config": config}))
     proc = subprocess.run(
-        [sys.executable, "-m", "components.plan", "onprem", "--stack-file", str(bad), "--out", str(tmp_path / "plan")],
+        [
+            sys.executable,
+            "-m",
+            "components.plan",
+            "onprem",
+            "--stack-file",
+            str(bad),
+            "--out",
+            str(tmp_path / "plan"),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

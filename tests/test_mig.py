@@ -1,4 +1,4 @@
-"""components/mig.py, table-driven: named layouts, placement validity and the mig-parted config.
+"""components/model/mig.py, table-driven: named layouts, placement validity and the mig-parted config.
 
 Valid and invalid layouts follow ../shared/reference/domain.md §1.1 (placements from the MIG User
 Guide ``nvidia-smi mig -lgipp``) and §1.3 (mig-parted ``all-balanced``).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.catalog import GPU_MODELS, GpuModel
-from components.mig import DISABLED, LayoutError, check_layout, mig_parted_config, parse_layout, place
+from components.model.catalog import GPU_MODELS, GpuModel
+from components.model.mig import DISABLED, LayoutError, check_layout, mig_parted_config, parse_layout, place
 
 H100 = GPU_MODELS["H100-80GB"]
 A30 = GPU_MODELS["A30"]

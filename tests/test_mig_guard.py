@@ -9,10 +9,10 @@ import pulumi
 import pytest
 import yaml
 
-from components import mig_guard
+from components.guards import mig as mig_guard
 from components.loader import parse_config
-from components.offline import RecordingMonitor, run_program
-from components.plan import main as plan_main
+from components.plan.offline import RecordingMonitor, run_program
+from components.plan.writer import main as plan_main
 from tests.conftest import qualified, raw_stack
 
 MIG_GROUP = 0  # h100-mig in Pulumi.onprem.yaml, layout 1x4g.40gb-3x1g.10gb on gpu-node-05

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.catalog import GPU_MODELS, GpuModel, MigProfile
-from components.mig import LayoutError, check_layout, place
+from components.model.catalog import GPU_MODELS, GpuModel, MigProfile
+from components.model.mig import LayoutError, check_layout, place
 
 # A synthetic 4-slice GPU where the 2-slice profile may only start at slice 1: two of them fit
 # by count (4 memory slices) but overlap wherever they are put.

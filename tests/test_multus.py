@@ -13,14 +13,15 @@ from typing import Any
 
 import pytest
 
-from components import multus, teams
-from components.config import StackConfig
+from components.fabric import multus
 from components.loader import parse_config
-from components.network_operator import network_operator_values
-from components.nic_cluster_policy import nic_cluster_policy
-from components.offline import Run
-from components.plan import plan_files, resource_counts
-from components.summary import render_summary
+from components.model.config import StackConfig
+from components.operators.network_operator import network_operator_values
+from components.operators.nic_cluster_policy import nic_cluster_policy
+from components.plan.offline import Run
+from components.plan.summary import render_summary
+from components.plan.writer import plan_files, resource_counts
+from components.tenancy import networks
 from tests.conftest import raw_stack
 
 NCP = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
@@ -44,7 +45,7 @@ def rendered_conf(cfg: StackConfig) -> dict[str, Any]:
 def test_no_team_reaches_another_teams_nad(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
     conf = rendered_conf(cfg)
-    with_nad = [t for t in cfg.teams if teams.nad(cfg, t) is not None]
+    with_nad = [t for t in cfg.teams if networks.nad(cfg, t) is not None]
     assert len(with_nad) >= 2
     for a in with_nad:
         for b in with_nad:

@@ -18,8 +18,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components import multus, multus_kubeconfig
-from components.offline import Run
+from components.fabric import multus, multus_kubeconfig
+from components.plan.offline import Run
 from tests.network_cases import K8S_VERSION, aks, custom, defaults
 
 BASH = shutil.which("bash")

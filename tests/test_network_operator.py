@@ -9,7 +9,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from components.network_operator import (
+from components.k8s import tolerations
+from components.operators.network_operator import (
     MELLANOX_LABEL,
     POD_SECURITY_LABELS,
     RELEASE,
@@ -17,9 +18,8 @@ from components.network_operator import (
     network_operator_values,
     node_affinity,
     node_feature_rule,
-    tolerations,
 )
-from components.offline import Run
+from components.plan.offline import Run
 from tests.network_cases import K8S_VERSION, NETWORK_OPERATOR, aks, aks_raw, custom, defaults
 from tests.schema_helpers import assert_value_paths_exist, missing_value_paths, validate_against_crd
 
@@ -262,8 +262,8 @@ def test_the_rule_is_applied_before_the_nic_cluster_policy(run_of: Callable[[str
     ],
 )
 def test_a_stack_where_nobody_labels_mellanox_nodes_is_refused(network: dict[str, Any], refused: bool) -> None:
-    from components.errors import ConfigError
     from components.loader import parse_config
+    from components.model.errors import ConfigError
 
     raw = aks_raw(network=network)
     if not refused:

@@ -14,15 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft4Validator
 
-from components.config import StackConfig
 from components.loader import parse_config
-from components.nic_cluster_policy import (
+from components.model.config import StackConfig
+from components.model.resources import sriov_resource
+from components.operators.nic_cluster_policy import (
     ib_sriov_cni_daemonset,
     nic_cluster_policy,
     sriov_device_plugin_config,
 )
-from components.offline import Run
-from components.resources import sriov_resource
+from components.plan.offline import Run
 from tests.network_cases import (
     K8S_VERSION,
     NCP_CRD,
@@ -342,7 +342,7 @@ def test_sriov_pools_follow_team_names_not_config_order() -> None:
 
 
 def test_sriov_pools_are_the_resources_teams_request(cfg_of: Callable[[str], StackConfig]) -> None:
-    """Each team's pool is the one spelling in components.resources (quota, NAD, Jobs use it too)."""
+    """Each team's pool is the one spelling in components.model.resources (quota, NAD, Jobs use it too)."""
     cfg = cfg_of("onprem")
     pools = {f"{r['resourcePrefix']}/{r['resourceName']}" for r in sriov_device_plugin_config(cfg)["resourceList"]}
     wanted = {sriov_resource(t.partition.pkey) for t in cfg.teams if t.partition is not None}  # type: ignore[union-attr]

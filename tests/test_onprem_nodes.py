@@ -8,12 +8,18 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
-from components.config import StackConfig
-from components.gpu_operator import device_plugin_configs, mig_parted_configmap
+from components.clusters.onprem_nodes import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    OWNED_LABELS,
+    node_labels,
+    node_patch,
+    pool_labels,
+)
 from components.loader import parse_config
-from components.offline import Run, run_program
-from components.onprem_nodes import DEVICE_PLUGIN_CONFIG_LABEL, OWNED_LABELS, node_labels, node_patch, pool_labels
-from components.plan import plan_files
+from components.model.config import StackConfig
+from components.operators.gpu_operator import device_plugin_configs, mig_parted_configmap
+from components.plan.offline import Run, run_program
+from components.plan.writer import plan_files
 from tests.conftest import qualified, raw_stack
 
 K8S_VERSION = "1.33.0"

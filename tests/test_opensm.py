@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from components import api_limits, opensm
+from components.fabric import opensm
+from components.fabric.partitions import partitions_conf
 from components.loader import gpuaas_section, parse_config
-from components.partitions import partitions_conf
+from components.plan import api_limits
 from tests.conftest import raw_stack
 
 

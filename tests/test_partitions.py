@@ -1,7 +1,7 @@
 """partitions.conf, opensm.conf and the VF GUID plan, checked by a grammar checker of the tests' own.
 
 :func:`osm_parse` is written from opensm(8) and linux-rdma/opensm ``osm_prtn_config.c`` independently
-of :func:`components.partitions.validate_partitions_conf`, so a bug in the module's own validator
+of :func:`components.fabric.partitions.validate_partitions_conf`, so a bug in the module's own validator
 cannot hide a file that OpenSM would refuse.
 """
 
@@ -14,10 +14,7 @@ from typing import Any
 
 import pytest
 
-from components.config import StackConfig
-from components.guids import GuidError, check_guids, node_guids, partition_members, vf_guid
-from components.loader import parse_config
-from components.partitions import (
+from components.fabric.partitions import (
     DEFAULT_LINE,
     MAX_LINE,
     PartitionsConfError,
@@ -26,7 +23,10 @@ from components.partitions import (
     team_partitions,
     validate_partitions_conf,
 )
-from components.types import format_guid
+from components.loader import parse_config
+from components.model.config import StackConfig
+from components.model.guids import GuidError, check_guids, node_guids, partition_members, vf_guid
+from components.model.types import format_guid
 from tests.conftest import raw_stack
 
 #: fgets(line, sizeof(line) - 1) with char line[4096]: at most 4094 characters, newline included.
@@ -312,7 +312,7 @@ def test_infrastructure_partition_holds_the_pf_ports_at_index_0() -> None:
     ids=["team-pkey", "team-name", "empty", "duplicate", "a-vf"],
 )
 def test_infrastructure_partition_refusals(infra: dict[str, Any], path: str, needle: str) -> None:
-    from components.errors import ConfigError
+    from components.model.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
         parse_config(_with_infra(**infra))

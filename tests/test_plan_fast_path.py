@@ -1,4 +1,4 @@
-"""The offline runner's shortcuts (components/offline.py) change no byte of the plan.
+"""The offline runner's shortcuts (components/plan/offline.py) change no byte of the plan.
 
 ``run_program`` pauses the cyclic GC and skips the SDK's stack capture for speed
 (benchmarks/plan_scale.py, BENCHMARKS.md). These tests run the same program both ways, the fast
@@ -18,8 +18,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.offline import ROOT, Record, gc_paused, run_program, stack_config
-from components.plan import plan_files
+from components.plan.offline import ROOT, Record, gc_paused, run_program, stack_config
+from components.plan.writer import plan_files
 
 
 def _bench() -> ModuleType:

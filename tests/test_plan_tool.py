@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from components.errors import ConfigError
 from components.loader import parse_config
-from components.plan import main, plan_target, write_tree
-from components.summary import target
+from components.model.errors import ConfigError
+from components.plan.summary import target
+from components.plan.writer import main, plan_target, write_tree
 from tests.conftest import ROOT, raw_stack
 
 ONPREM = ROOT / "Pulumi.onprem.yaml"
@@ -115,8 +115,8 @@ def test_summary_file_has_the_target_line(tmp_path: Path) -> None:
 
 def test_a_urn_registered_twice_is_a_problem_not_a_silent_plan() -> None:
     """The mocks accept a duplicate URN that the engine refuses; the plan must refuse it too."""
-    from components.offline import Record, Run
-    from components.plan import plan_files
+    from components.plan.offline import Record, Run
+    from components.plan.writer import plan_files
 
     def record(name: str) -> Record:
         return Record(

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.offline import ROOT, stack_config
-from components.plan import INDEX, write_plan
-from components.plandiff import compare, main, read_tree, render
+from components.plan.diff import compare, main, read_tree, render
+from components.plan.offline import ROOT, stack_config
+from components.plan.writer import INDEX, write_plan
 
 
 def _index(entries: dict[str, dict[str, str]]) -> str:

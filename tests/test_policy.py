@@ -33,10 +33,11 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
 
-from components import admission, teams
-from components import resources as res
-from components.offline import ROOT, Record, run_program
-from components.types import SEMVER_TAG
+from components.model import resources as res
+from components.model.types import SEMVER_TAG
+from components.plan.offline import ROOT, Record, run_program
+from components.tenancy import admission, networks
+from components.tenancy import labels as team_labels
 from policy import policies as pol
 
 NS = "kubernetes:core/v1:Namespace"
@@ -109,7 +110,7 @@ def run_pack(resources: Sequence[PolicyResource]) -> dict[str, list[Violation]]:
 
 
 def namespace(name: str, team: str | None = None) -> PolicyResource:
-    labels = {teams.TEAM_LABEL: team} if team else {}
+    labels = {team_labels.TEAM_LABEL: team} if team else {}
     return resource(NS, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
 
 
@@ -124,7 +125,7 @@ def limits(ns: str) -> PolicyResource:
 
 
 def nad(ns: str | None, name: str, resource_name: str) -> PolicyResource:
-    meta: dict[str, Any] = {"name": name, "annotations": {teams.RESOURCE_NAME_ANNOTATION: resource_name}}
+    meta: dict[str, Any] = {"name": name, "annotations": {networks.RESOURCE_NAME_ANNOTATION: resource_name}}
     if ns is not None:
         meta["namespace"] = ns
     props = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": meta}
@@ -180,7 +181,7 @@ def release(version: Any, resource_type: str = RELEASE) -> PolicyResource:
 
 
 def partition_guard(actions: list[str] | None = None) -> list[PolicyResource]:
-    """The partition admission policy and its binding, as components/admission.py renders them."""
+    """The partition admission policy and its binding, as components/tenancy/admission.py renders them."""
     meta = {"name": pol.PARTITION_POLICY}
     binding = {"policyName": pol.PARTITION_POLICY, "validationActions": actions or ["Deny"]}
     return [
@@ -236,8 +237,8 @@ def test_pack_lists_every_policy_once_and_is_mandatory() -> None:
 
 def test_constants_match_the_components() -> None:
     assert pol.PARTITION_POLICY == admission.PARTITION_POLICY
-    assert pol.TEAM_LABEL == teams.TEAM_LABEL
-    assert pol.RESOURCE_NAME_ANNOTATION == teams.RESOURCE_NAME_ANNOTATION
+    assert pol.TEAM_LABEL == team_labels.TEAM_LABEL
+    assert pol.RESOURCE_NAME_ANNOTATION == networks.RESOURCE_NAME_ANNOTATION
     assert res.sriov_resource(0x0001).startswith(pol.SRIOV_PREFIX)
     assert res.sriov_resource(0x7FFF).startswith(pol.SRIOV_PREFIX)
 
@@ -576,7 +577,7 @@ def test_pack_serves_every_policy_as_mandatory(analyzer: Any) -> None:
 
 
 def test_pack_reports_through_the_engine_protocol(analyzer: Any) -> None:
-    team_ns = {"metadata": {"name": "vision", "labels": {teams.TEAM_LABEL: "vision"}}}
+    team_ns = {"metadata": {"name": "vision", "labels": {team_labels.TEAM_LABEL: "vision"}}}
     stack = analyzer.AnalyzeStack(
         analyzer_pb2.AnalyzeStackRequest(
             resources=[analyzer_pb2.AnalyzerResource(type=NS, properties=_struct(team_ns), urn="urn:ns", name="ns")]

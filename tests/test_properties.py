@@ -8,10 +8,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.config import OnPremPartition, StackConfig
-from components.errors import ConfigError
 from components.loader import parse_config
-from components.rules import capacity, team_requests
+from components.model.capacity import capacity, team_requests
+from components.model.config import StackConfig
+from components.model.errors import ConfigError
+from components.model.teams import OnPremPartition
 
 PKEY_SPELLINGS = st.integers(1, 12).flatmap(
     lambda k: st.sampled_from([k, str(k), f"0x{k:x}", f"0x{k:04x}", f"0x{k | 0x8000:04x}"])

@@ -14,15 +14,15 @@ import pytest
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 
-from components import queue_admission
-from components.config import StackConfig
 from components.loader import parse_config
-from components.teams import TEAM_LABEL
+from components.model.config import StackConfig
+from components.queueing import admission
+from components.tenancy.labels import TEAM_LABEL
 from tests.conftest import raw_stack
 from tests.test_admission_cel import Policy
 
 NS: Final = "vision"
-QUEUE: Final = queue_admission.QUEUE_LABEL
+QUEUE: Final = admission.QUEUE_LABEL
 
 
 class QueuePolicy(Policy):
@@ -83,10 +83,10 @@ def _cfg(**queues: Any) -> StackConfig:
 
 
 def _policies(cfg: StackConfig) -> dict[str, QueuePolicy]:
-    objects = queue_admission.queue_admission_objects(cfg)
+    objects = admission.queue_admission_objects(cfg)
     out = {}
-    kinds = [(group, plural) for _i, group, _v, plural, _s in queue_admission.KINDS]
-    kinds += [("apps", plural) for plural in queue_admission.APPS_KINDS]
+    kinds = [(group, plural) for _i, group, _v, plural, _s in admission.KINDS]
+    kinds += [("apps", plural) for plural in admission.APPS_KINDS]
     kind = {
         "pods": "Pod",
         "jobs": "Job",
@@ -210,7 +210,7 @@ def test_queue_label_is_immutable_for_every_covered_kind() -> None:
     for plural, policy in DEFAULT.items():
         spec = specs.get(plural, {})
         labelled, bare = {"metadata": meta("vision"), "spec": spec}, {"metadata": meta(), "spec": spec}
-        if plural in queue_admission.APPS_KINDS:
+        if plural in admission.APPS_KINDS:
             assert policy.validations[0] is not None and len(policy.validations) == 1
             continue
         assert policy.run(bare, operation="UPDATE", old=labelled)[0][1] is False, plural
@@ -258,7 +258,7 @@ def test_pod_policy(case: str, obj: dict[str, Any], ok: list[bool]) -> None:
     assert DEFAULT["pods"].run(obj)[0] == ok, case
 
 
-@pytest.mark.parametrize("user", queue_admission.POD_CONTROLLERS)
+@pytest.mark.parametrize("user", admission.POD_CONTROLLERS)
 def test_pods_created_by_a_workload_controller_are_exempt(user: str) -> None:
     assert DEFAULT["pods"].run(pod(pod_spec(GPU)), user=user)[0] == [True, True, True]
     # ... but they still may not name another team's queue
@@ -279,8 +279,8 @@ def test_jobs_of_a_jobset_are_exempt_but_not_those_of_a_cronjob() -> None:
     assert DEFAULT["jobs"].run(job(pod_spec(GPU)), user=jobset)[0] == [True, True, True]
     # kube-controller-manager without --use-service-account-credentials is also the CronJob
     # controller: a CronJob's Jobs carry the label from its jobTemplate.
-    assert DEFAULT["jobs"].run(job(pod_spec(GPU)), user=queue_admission.KCM)[0] == [True, True, False]
-    assert DEFAULT["jobs"].run(job(pod_spec(GPU), "vision"), user=queue_admission.KCM)[0] == [True, True, True]
+    assert DEFAULT["jobs"].run(job(pod_spec(GPU)), user=admission.KCM)[0] == [True, True, False]
+    assert DEFAULT["jobs"].run(job(pod_spec(GPU), "vision"), user=admission.KCM)[0] == [True, True, True]
 
 
 def _claims(*names: str) -> dict[str, Any]:
@@ -301,7 +301,7 @@ def _apps(plural: str, spec: dict[str, Any], queue: str | None = None) -> dict[s
     return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta(queue), "spec": {"template": {"spec": spec}}}
 
 
-@pytest.mark.parametrize("plural", queue_admission.APPS_KINDS)
+@pytest.mark.parametrize("plural", admission.APPS_KINDS)
 def test_apps_kinds_cannot_hold_gpus(plural: str) -> None:
     policy = DEFAULT[plural]
     for spec in (pod_spec(GPU), pod_spec(CPU, init=[MIG]), _claims("gpu")):
@@ -320,7 +320,7 @@ def test_apps_kinds_cannot_hold_gpus(plural: str) -> None:
 
 
 def test_apps_policies_cover_what_the_team_role_may_write() -> None:
-    from components.teams import cluster_role
+    from components.tenancy.teams import cluster_role
 
     written = {
         r
@@ -329,7 +329,7 @@ def test_apps_policies_cover_what_the_team_role_may_write() -> None:
         for r in rule["resources"]
         if "/" not in r
     }
-    objects = queue_admission.queue_admission_objects(_cfg())
+    objects = admission.queue_admission_objects(_cfg())
     covered = {
         r
         for role, obj in objects.items()
@@ -375,7 +375,7 @@ def test_manage_jobs_without_queue_name_drops_the_label_requirement_only() -> No
 
 def test_pods_outside_the_integrations_cannot_be_queued() -> None:
     policies = _policies(_cfg(integrations=["batch/job"]))
-    assert set(policies) == {"pods", "jobs", *queue_admission.APPS_KINDS}
+    assert set(policies) == {"pods", "jobs", *admission.APPS_KINDS}
     results, messages = policies["pods"].run(pod(pod_spec(GPU), "vision"))
     assert results == [True, True, False]
     assert "lacks pod" in messages[0]
@@ -385,7 +385,7 @@ def test_pods_outside_the_integrations_cannot_be_queued() -> None:
 
 
 def test_policies_select_team_namespaces_and_their_kind() -> None:
-    objects = queue_admission.queue_admission_objects(_cfg())
+    objects = admission.queue_admission_objects(_cfg())
     for role, obj in objects.items():
         selector = (
             obj["spec"]["matchConstraints"]["namespaceSelector"]

@@ -11,12 +11,11 @@ import kubernetes_validate
 import pytest
 from jsonschema import Draft4Validator
 
-from components.config import StackConfig
+from components.k8s import NetworkArgs
 from components.loader import parse_config
-from components.network_operator import NetworkArgs
-from components.nic_cluster_policy import nic_cluster_policy
-from components.offline import Run, run_program
-from components.rdma_shared_device_plugin import (
+from components.model.config import StackConfig
+from components.operators.nic_cluster_policy import nic_cluster_policy
+from components.operators.rdma_shared_device_plugin import (
     CONNECTX_VF_DEVICE_IDS,
     RdmaSharedDevicePlugin,
     config_map,
@@ -25,6 +24,7 @@ from components.rdma_shared_device_plugin import (
     plugin_config_json,
     resource,
 )
+from components.plan.offline import Run, run_program
 from tests.conftest import qualified, raw_stack
 from tests.network_cases import K8S_VERSION, WEBHOOK_SCHEMAS, aks, custom, defaults
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from components.errors import ConfigError
 from components.loader import parse_stack
-from components.offline import ROOT, stack_config
-from components.plan import write_plan
-from components.reference import BEGIN, END, render
+from components.model.errors import ConfigError
+from components.plan.offline import ROOT, stack_config
+from components.plan.reference import BEGIN, END, render
+from components.plan.writer import write_plan
 
 
 def test_config_reference_matches_the_model() -> None:
@@ -84,7 +84,7 @@ def test_add_a_team_example_says_why_it_changes_the_platform() -> None:
 
 def test_readme_error_example_is_what_the_plan_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The README's bad-config example, made on the checked-in file, printed exactly so."""
-    from components.plan import main
+    from components.plan.writer import main
 
     text = (ROOT / "Pulumi.onprem.yaml").read_text()
     bad = text.replace('{pkey: "0x0002", vfIndex: 1}', '{pkey: "0x8000", vfIndex: 1}').replace(

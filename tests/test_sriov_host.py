@@ -27,11 +27,12 @@ from typing import Any
 
 import pytest
 
-from components import sriov_host
-from components.config import Node, OnPremPlatform, StackConfig
-from components.guids import node_guids
+from components.fabric import guid_plan, sriov_host, vf_script
 from components.loader import parse_config
-from components.types import colon_guid
+from components.model.config import StackConfig
+from components.model.guids import MAX_PLAN_BYTES, node_guids
+from components.model.platform import Node, OnPremPlatform
+from components.model.types import colon_guid
 from tests.conftest import raw_stack
 
 #: ``nsenter --target 1 --mount -- ip link set <pf> vf <n> node_guid <g> port_guid <g> state auto``:
@@ -100,10 +101,10 @@ class FakeNode:
     def write_plan(self, cfg: StackConfig) -> None:
         plan_dir = self.tmp / "plan"
         plan_dir.mkdir(exist_ok=True)
-        for shard in sriov_host.guid_shards(cfg).values():  # what the projected volume shows
+        for shard in guid_plan.guid_shards(cfg).values():  # what the projected volume shows
             for name, text in shard.items():
                 (plan_dir / name).write_text(text)
-        (self.tmp / "pkeys").write_text(sriov_host.pkey_table(cfg))
+        (self.tmp / "pkeys").write_text(guid_plan.pkey_table(cfg))
 
     def env(self) -> dict[str, str]:
         bin_dir = self.tmp / "bin"
@@ -130,7 +131,7 @@ class FakeNode:
     def run(self, cfg: StackConfig) -> subprocess.CompletedProcess[str]:
         self.write_plan(cfg)
         return subprocess.run(
-            ["bash", "-c", sriov_host.CONFIGURE_VFS],
+            ["bash", "-c", vf_script.CONFIGURE_VFS],
             env={**self.env(), "ONESHOT": "1"},
             capture_output=True,
             text=True,
@@ -226,7 +227,7 @@ class Pod:
         self.log = fake.tmp / f"pod-{uuid.uuid4().hex[:6]}.log"
         self._out = self.log.open("w")
         self.proc = subprocess.Popen(
-            ["bash", "-c", sriov_host.CONFIGURE_VFS],
+            ["bash", "-c", vf_script.CONFIGURE_VFS],
             env={**fake.env(), "PERIOD": period},
             stdout=self._out,
             stderr=subprocess.STDOUT,
@@ -417,7 +418,7 @@ def test_without_partitions_the_plugin_restarts_once_the_vfs_exist(tmp_path: Pat
         t.pop("verify", None)
         t["quota"].pop("rdma", None)
     cfg = parse_config(raw)
-    assert cfg.onprem is not None and sriov_host.pkey_table(cfg) == ""
+    assert cfg.onprem is not None and guid_plan.pkey_table(cfg) == ""
     node = next(n for n in cfg.onprem.nodes if n.name == "gpu-node-02")
     fake = FakeNode(tmp_path, cfg.onprem, node)
     fake.build()
@@ -504,12 +505,12 @@ def _fleet(nodes: int, hcas: int = 8, groups: int = 2) -> dict[str, Any]:
 def test_every_shard_fits_a_config_map_and_every_node_is_in_one() -> None:
     cfg = parse_config(_fleet(3000, hcas=16))
     assert cfg.onprem is not None
-    shards = sriov_host.guid_shards(cfg)
+    shards = guid_plan.guid_shards(cfg)
     assert len(shards) > 2, "3000 nodes x 16 HCAs must not fit one ConfigMap"
     seen: list[str] = []
     for name, data in shards.items():
-        assert len(name) <= 253 and name.startswith(sriov_host.GUIDS_CONFIG_MAP + "-")
-        assert sum(len(k) + len(v) for k, v in data.items()) <= sriov_host.MAX_PLAN_BYTES
+        assert len(name) <= 253 and name.startswith(guid_plan.GUIDS_CONFIG_MAP + "-")
+        assert sum(len(k) + len(v) for k, v in data.items()) <= MAX_PLAN_BYTES
         seen += data
     assert sorted(seen) == sorted(n.name for n in cfg.onprem.nodes)
 
@@ -518,14 +519,14 @@ def test_shards_do_not_depend_on_the_vf_count() -> None:
     few = _fleet(600)
     many = copy.deepcopy(few)
     many["platform"]["fabric"].update({"vfsPerHca": 16, "firmwareMaxVfs": 16})
-    a, b = (sriov_host.guid_shards(parse_config(r)) for r in (few, many))
+    a, b = (guid_plan.guid_shards(parse_config(r)) for r in (few, many))
     assert list(a) == list(b)
     assert {n: sorted(d) for n, d in a.items()} == {n: sorted(d) for n, d in b.items()}
 
 
 def test_adding_nodes_changes_no_other_shard() -> None:
-    before = sriov_host.guid_shards(parse_config(_fleet(1500)))
-    after = sriov_host.guid_shards(parse_config(_fleet(1600)))
+    before = guid_plan.guid_shards(parse_config(_fleet(1500)))
+    after = guid_plan.guid_shards(parse_config(_fleet(1600)))
     grown = {n for n in after if after[n] != before.get(n)}
     for name in grown:
         if name in before:
@@ -536,10 +537,10 @@ def test_adding_nodes_changes_no_other_shard() -> None:
 
 def test_daemonset_mounts_every_shard_and_rolls_only_for_a_new_script() -> None:
     cfg = parse_config(_fleet(3000, hcas=16))
-    shards = sriov_host.guid_shards(cfg)
+    shards = guid_plan.guid_shards(cfg)
     ds = sriov_host.daemonset(cfg)
     volume, pkeys, state = ds["spec"]["template"]["spec"]["volumes"]
-    assert pkeys == {"name": "pkeys", "configMap": {"name": sriov_host.PKEYS_CONFIG_MAP}}
+    assert pkeys == {"name": "pkeys", "configMap": {"name": guid_plan.PKEYS_CONFIG_MAP}}
     assert state["hostPath"] == {"path": "/run/gpuaas", "type": "DirectoryOrCreate"}
     assert [s["configMap"]["name"] for s in volume["projected"]["sources"]] == list(shards)
     other = _fleet(3000, hcas=16)
@@ -547,18 +548,18 @@ def test_daemonset_mounts_every_shard_and_rolls_only_for_a_new_script() -> None:
     moved = sriov_host.daemonset(parse_config(other))
     assert moved["spec"]["template"]["metadata"] == ds["spec"]["template"]["metadata"], "no roll for plan changes"
     assert len(moved["spec"]["template"]["spec"]["volumes"][0]["projected"]["sources"]) == len(shards) + 1
-    annotation = sriov_host.CONFIG_HASH_ANNOTATION
-    assert ds["spec"]["template"]["metadata"]["annotations"][annotation] == sriov_host.config_hash(
-        sriov_host.CONFIGURE_VFS
+    annotation = guid_plan.CONFIG_HASH_ANNOTATION
+    assert ds["spec"]["template"]["metadata"]["annotations"][annotation] == guid_plan.config_hash(
+        vf_script.CONFIGURE_VFS
     )
 
 
 def test_pkey_table_lists_each_team_vf_with_its_full_member_key() -> None:
     cfg = _stack()
-    table = sriov_host.pkey_table(cfg)
+    table = guid_plan.pkey_table(cfg)
     assert table.splitlines()[:2] == ["0 0x8001 vision", "1 0x8002 language"]
     assert len(table.splitlines()) == 6
-    cm = sriov_host.pkeys_config_map(cfg)
+    cm = guid_plan.pkeys_config_map(cfg)
     assert cm["metadata"]["name"] == "gpuaas-vf-pkeys" and cm["data"] == {"pkeys": table}
     (container,) = sriov_host.daemonset(cfg)["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}

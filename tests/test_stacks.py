@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pulumi
 
-from components.offline import ROOT, Run, run_program
-from components.plan import plan_files, write_plan
+from components.plan.offline import ROOT, Run, run_program
+from components.plan.writer import plan_files, write_plan
 
 
 def test_every_stack_file_is_tested() -> None:

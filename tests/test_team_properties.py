@@ -2,7 +2,7 @@
 
 Invariants: reordering ``gpuaas:teams`` changes nothing; adding a team leaves every other team's
 objects, and the shared team objects (member role, admission policies), byte-identical — foreign
-partition resources are refused by admission, not zeroed in each quota (:mod:`components.quotas`);
+partition resources are refused by admission, not zeroed in each quota (:mod:`components.tenancy.quotas`);
 no GUID is in two partitions;
 every rendered ``partitions.conf`` passes the tests' own OpenSM grammar checker.
 """
@@ -17,13 +17,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components import admission, plan, quotas, resources, sriov_host, teams
-from components.config import StackConfig
-from components.errors import ConfigError
+from components.fabric import guid_plan
+from components.fabric.partitions import opensm_conf, partitions_conf
 from components.loader import parse_config
-from components.offline import run_program
-from components.partitions import opensm_conf, partitions_conf
-from components.rules import RESERVED_NAMESPACES
+from components.model import resources
+from components.model.config import StackConfig
+from components.model.errors import ConfigError
+from components.plan import writer
+from components.plan.offline import run_program
+from components.rules.tenancy import RESERVED_NAMESPACES
+from components.tenancy import admission, quotas, teams
 from tests.conftest import qualified, raw_stack
 from tests.test_partitions import osm_parse
 
@@ -84,15 +87,15 @@ def _rendered(cfg: StackConfig) -> dict[str, str]:
 
 
 def _bytes(cfg: StackConfig) -> dict[str, bytes]:
-    """Every team's objects and the team-wide ones as the bytes the plan writes (components/plan.py)."""
+    """Every team's objects and the team-wide ones as the bytes the plan writes (components/plan/writer.py)."""
     out = {
-        f"{t.name}/{role}": plan.dump(plan._ordered(obj)).encode()
+        f"{t.name}/{role}": writer.dump(writer._ordered(obj)).encode()
         for t in cfg.teams
         for role, obj in teams.team_objects(cfg, t).items()
     }
-    out["*/member-role"] = plan.dump(plan._ordered(teams.cluster_role())).encode()
+    out["*/member-role"] = writer.dump(writer._ordered(teams.cluster_role())).encode()
     for role, obj in admission.admission_objects(cfg).items():
-        out[f"*/{role}"] = plan.dump(plan._ordered(obj)).encode()
+        out[f"*/{role}"] = writer.dump(writer._ordered(obj)).encode()
     return out
 
 
@@ -107,7 +110,7 @@ def test_reordering_teams_changes_nothing(team_list: list[dict[str, Any]], rnd: 
     a, b = _cfg(team_list), _cfg(shuffled)
     assert _rendered(a) == _rendered(b)
     assert partitions_conf(a) == partitions_conf(b)
-    assert sriov_host.guid_plan(a) == sriov_host.guid_plan(b)
+    assert guid_plan.guid_plan(a) == guid_plan.guid_plan(b)
     assert {t.name: teams.team_export(a, t) for t in a.teams} == {t.name: teams.team_export(b, t) for t in b.teams}
 
 

@@ -14,11 +14,14 @@ import kubernetes_validate
 import pytest
 from jsonschema import Draft4Validator
 
-from components import admission, opensm, quotas, resources, sriov_host, teams
-from components.config import StackConfig
+from components.fabric import guid_plan, opensm, sriov_host
 from components.loader import parse_config
-from components.offline import run_program
-from components.rules import capacity
+from components.model import resources
+from components.model.capacity import capacity
+from components.model.config import StackConfig
+from components.plan.offline import run_program
+from components.tenancy import admission, network_admission, networks, quotas, teams
+from components.tenancy import labels as team_labels
 from tests.admission_cases import ALLOWED, REFUSED
 from tests.conftest import qualified, raw_stack
 from tests.schema_helpers import crd_schema, strict, validate_against_crd
@@ -41,7 +44,7 @@ def all_objects(cfg: StackConfig) -> list[dict[str, Any]]:
     objs = [o for t in cfg.teams for o in teams.team_objects(cfg, t).values()]
     objs += [teams.cluster_role(), *admission.admission_objects(cfg).values()]
     if cfg.onprem is not None:
-        objs += [opensm.config_map(cfg), *sriov_host.guid_config_maps(cfg), sriov_host.daemonset(cfg)]
+        objs += [opensm.config_map(cfg), *guid_plan.guid_config_maps(cfg), sriov_host.daemonset(cfg)]
     return objs
 
 
@@ -70,7 +73,7 @@ def test_opensm_deployment_validates() -> None:
     assert dep["spec"]["template"]["spec"]["containers"][0]["securityContext"] == {"privileged": True}
     raw["teams"].pop()
     other = opensm.deployment(parse_config(raw))
-    key = sriov_host.CONFIG_HASH_ANNOTATION
+    key = guid_plan.CONFIG_HASH_ANNOTATION
     assert (
         other["spec"]["template"]["metadata"]["annotations"][key]
         != dep["spec"]["template"]["metadata"]["annotations"][key]
@@ -88,7 +91,7 @@ def test_nad_matches_upstream_crd_and_ib_sriov(upstream: Path, cfg_of: Any) -> N
         **schema["properties"],
     }
     for team in cfg.teams:
-        nad = teams.nad(cfg, team)
+        nad = networks.nad(cfg, team)
         assert nad is not None
         errors = list(Draft4Validator(strict(schema)).iter_errors(nad))
         assert not errors, errors
@@ -112,14 +115,14 @@ def test_nad_matches_upstream_crd_and_ib_sriov(upstream: Path, cfg_of: Any) -> N
 
 def test_nv_ipam_pool_per_team(upstream: Path) -> None:
     cfg = nv_ipam()
-    pools = [teams.ip_pool(cfg, t) for t in cfg.teams]
+    pools = [networks.ip_pool(cfg, t) for t in cfg.teams]
     for team, pool in zip(cfg.teams, pools, strict=True):
         assert pool is not None
         validate_against_crd(pool, upstream / IPPOOL_CRD)
         assert pool["metadata"]["namespace"] == cfg.network.namespace
         assert pool["spec"]["subnet"] == f"192.168.{team.partition.pkey}.0/24"
         assert pool["spec"]["perNodeBlockSize"] == 8
-        conf = json.loads(teams.nad(cfg, team)["spec"]["config"])
+        conf = json.loads(networks.nad(cfg, team)["spec"]["config"])
         assert conf["ipam"] == {"type": "nv-ipam", "poolName": pool["metadata"]["name"]}
         assert "capabilities" not in conf
     assert len({p["spec"]["subnet"] for p in pools}) == len(pools)
@@ -127,7 +130,7 @@ def test_nv_ipam_pool_per_team(upstream: Path) -> None:
 
 def test_static_ipam_has_no_pools(cfg_of: Any) -> None:
     cfg = cfg_of("onprem")
-    assert all(teams.ip_pool(cfg, t) is None for t in cfg.teams)
+    assert all(networks.ip_pool(cfg, t) is None for t in cfg.teams)
 
 
 def _static() -> StackConfig:
@@ -141,15 +144,15 @@ def test_static_ipam_nad_takes_pod_addresses_and_an_rdma_nad_needs_none() -> Non
     sandbox ("IPAM plugin returned missing IP config"): those pods use the address-less twin."""
     cfg = _static()
     team = cfg.teams[0]
-    conf = json.loads(teams.nad(cfg, team)["spec"]["config"])
+    conf = json.loads(networks.nad(cfg, team)["spec"]["config"])
     assert conf["ipam"] == {"type": "static"} and conf["capabilities"] == {"ips": True}
-    twin = teams.rdma_nad(cfg, team)
+    twin = networks.rdma_nad(cfg, team)
     assert twin is not None and twin["metadata"]["name"] == "ib-vision-rdma"
     twin_conf = json.loads(twin["spec"]["config"])
     assert "ipam" not in twin_conf and "capabilities" not in twin_conf and twin_conf["name"] == "ib-vision-rdma"
-    assert twin["metadata"]["annotations"] == teams.nad(cfg, team)["metadata"]["annotations"], "same VF pool"
+    assert twin["metadata"]["annotations"] == networks.nad(cfg, team)["metadata"]["annotations"], "same VF pool"
     assert "nad-rdma" in teams.team_objects(cfg, team)
-    assert teams.proof_network(cfg, team) == "ib-vision-rdma"
+    assert networks.proof_network(cfg, team) == "ib-vision-rdma"
 
 
 @pytest.mark.parametrize("mode", ["none", "nv-ipam"])
@@ -158,9 +161,9 @@ def test_other_modes_need_no_twin_and_the_proofs_use_the_team_nad(mode: str) -> 
     raw["platform"]["fabric"]["ipam"] = mode
     cfg = parse_config(raw)
     team = cfg.teams[0]
-    assert teams.rdma_nad(cfg, team) is None and "nad-rdma" not in teams.team_objects(cfg, team)
-    assert teams.proof_network(cfg, team) == "ib-vision"
-    assert ("ipam" in json.loads(teams.nad(cfg, team)["spec"]["config"])) == (mode == "nv-ipam")
+    assert networks.rdma_nad(cfg, team) is None and "nad-rdma" not in teams.team_objects(cfg, team)
+    assert networks.proof_network(cfg, team) == "ib-vision"
+    assert ("ipam" in json.loads(networks.nad(cfg, team)["spec"]["config"])) == (mode == "nv-ipam")
 
 
 def test_the_default_ipam_is_none() -> None:
@@ -237,7 +240,7 @@ def test_namespace_role_and_binding(cfg_of: Any) -> None:
     team = cfg.teams[0]
     ns = teams.namespace(cfg, team)
     labels = ns["metadata"]["labels"]
-    assert labels[teams.TEAM_LABEL] == "vision"
+    assert labels[team_labels.TEAM_LABEL] == "vision"
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
     priv = team.model_copy(update={"privileged": True})
     assert teams.namespace(cfg, priv)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
@@ -279,20 +282,20 @@ def test_team_role_never_edits_a_live_pod() -> None:
 def test_aks_scheduling_defaults(cfg_of: Any) -> None:
     cfg = cfg_of("aks")
     team = cfg.teams[0]
-    cm = teams.scheduling_config_map(cfg, team)
+    cm = networks.scheduling_config_map(cfg, team)
     assert cm is not None
     spec = json.loads(cm["data"]["pod-spec.json"])
     assert spec["nodeSelector"] == {"kubernetes.azure.com/agentpool": "ndh100a"}
     assert spec["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
     ]
-    assert teams.namespace(cfg, team)["metadata"]["labels"][teams.POOL_LABEL] == "ndh100a"
-    assert teams.nad(cfg, team) is None
+    assert teams.namespace(cfg, team)["metadata"]["labels"][team_labels.POOL_LABEL] == "ndh100a"
+    assert networks.nad(cfg, team) is None
 
 
 def test_guid_plan_is_data(cfg_of: Any) -> None:
     cfg = cfg_of("onprem")
-    cms = sriov_host.guid_config_maps(cfg)
+    cms = guid_plan.guid_config_maps(cfg)
     assert [cm["metadata"]["name"] for cm in cms] == [
         "gpuaas-vf-guids-h100-full-0",
         "gpuaas-vf-guids-h100-mig-0",
@@ -315,46 +318,46 @@ def test_guid_plan_is_data(cfg_of: Any) -> None:
 # Admission: the CEL text and its Python mirror
 
 NS = "vision"
-NET = admission.NETWORKS_ANNOTATION
+NET = network_admission.NETWORKS_ANNOTATION
 
 
 @pytest.mark.parametrize("value", ALLOWED)
 def test_networks_allowed(value: str) -> None:
-    assert admission.networks_violations({NET: value} if value else {}, NS) == []
+    assert network_admission.networks_violations({NET: value} if value else {}, NS) == []
 
 
 @pytest.mark.parametrize(("value", "checks"), REFUSED)
 def test_networks_refused(value: str, checks: set[str]) -> None:
-    assert checks <= set(admission.networks_violations({NET: value}, NS))
+    assert checks <= set(network_admission.networks_violations({NET: value}, NS))
 
 
 def test_default_network_annotation_refused() -> None:
-    assert admission.networks_violations({admission.DEFAULT_NETWORK_ANNOTATION: "speech/ib"}, NS) == [
+    assert network_admission.networks_violations({network_admission.DEFAULT_NETWORK_ANNOTATION: "speech/ib"}, NS) == [
         "no-default-network"
     ]
 
 
 def test_cel_text_has_every_check() -> None:
-    policy = admission.networks_policy()
+    policy = network_admission.networks_policy()
     spec = policy["spec"]
     validations = [v["expression"] for v in spec["validations"]]
-    assert len(validations) == len(admission.NETWORK_CHECKS)
+    assert len(validations) == len(network_admission.NETWORK_CHECKS)
     joined = "\n".join(validations)
     for regex in (
-        admission.RE_ALPHABET,
-        admission.RE_FORBIDDEN_KEY,
-        admission.RE_KEY,
-        admission.RE_ALLOWED_KEY,
-        admission.RE_NAMESPACE_KEY,
-        admission.RE_NAMESPACE_VALUE_PREFIX,
+        network_admission.RE_ALPHABET,
+        network_admission.RE_FORBIDDEN_KEY,
+        network_admission.RE_KEY,
+        network_admission.RE_ALLOWED_KEY,
+        network_admission.RE_NAMESPACE_KEY,
+        network_admission.RE_NAMESPACE_VALUE_PREFIX,
     ):
         assert f"r'{regex}'" in joined
     assert "request.namespace + '/'" in joined and "request.namespace + '\"'" in joined
-    assert admission.DEFAULT_NETWORK_ANNOTATION in joined
-    assert "cni-args" in admission.RE_FORBIDDEN_KEY and "infiniband-guid" in admission.RE_FORBIDDEN_KEY
+    assert network_admission.DEFAULT_NETWORK_ANNOTATION in joined
+    assert "cni-args" in network_admission.RE_FORBIDDEN_KEY and "infiniband-guid" in network_admission.RE_FORBIDDEN_KEY
     assert {v["name"] for v in spec["variables"]} == {"networks", "isJson"}
-    assert spec["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["key"] == teams.TEAM_LABEL
-    binding = admission.networks_binding()
+    assert spec["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["key"] == team_labels.TEAM_LABEL
+    binding = network_admission.networks_binding()
     assert binding["spec"]["validationActions"] == ["Deny"]
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     for expr in validations:
@@ -379,12 +382,12 @@ def test_partition_guard_on_prem_pool_guard_on_aks(cfg_of: Any) -> None:
 def test_namespaces_carry_what_admission_reads(cfg_of: Any) -> None:
     onprem, aks = cfg_of("onprem"), cfg_of("aks")
     labels = teams.namespace(onprem, onprem.teams[0])["metadata"]["labels"]
-    assert labels[teams.PARTITION_LABEL] == "sriov8001" and teams.POOL_LABEL not in labels
-    assert "nvidia.com/" + labels[teams.PARTITION_LABEL] == quotas.own_partition_resource(onprem.teams[0])
+    assert labels[team_labels.PARTITION_LABEL] == "sriov8001" and team_labels.POOL_LABEL not in labels
+    assert "nvidia.com/" + labels[team_labels.PARTITION_LABEL] == quotas.own_partition_resource(onprem.teams[0])
     labels = teams.namespace(aks, aks.teams[0])["metadata"]["labels"]
-    assert labels[teams.POOL_LABEL] == "ndh100a" and teams.PARTITION_LABEL not in labels
+    assert labels[team_labels.POOL_LABEL] == "ndh100a" and team_labels.PARTITION_LABEL not in labels
     plain = onprem.teams[0].model_copy(update={"partition": None})
-    assert teams.PARTITION_LABEL not in teams.namespace(onprem, plain)["metadata"]["labels"]
+    assert team_labels.PARTITION_LABEL not in teams.namespace(onprem, plain)["metadata"]["labels"]
 
 
 def test_limit_range_sets_requests_not_limits() -> None:
@@ -412,7 +415,11 @@ def test_every_team_has_a_quota_of_no_pods_at_system_priority(stack: str) -> Non
         objs = teams.team_objects(cfg, team)
         q = objs["no-critical-priority"]
         kubernetes_validate.validate(q, K8S_VERSION, strict=True)
-        assert q["metadata"] == {"name": teams.NO_CRITICAL_QUOTA, "namespace": team.ns, "labels": dict(teams.PART_OF)}
+        assert q["metadata"] == {
+            "name": teams.NO_CRITICAL_QUOTA,
+            "namespace": team.ns,
+            "labels": dict(team_labels.PART_OF),
+        }
         assert q["spec"]["hard"] == {"pods": "0"}
         (expr,) = q["spec"]["scopeSelector"]["matchExpressions"]
         assert expr == {
@@ -427,7 +434,7 @@ def test_every_team_has_a_quota_of_no_pods_at_system_priority(stack: str) -> Non
 @pytest.mark.parametrize("stack", ["onprem", "aks"])
 def test_team_quotas_and_role_bindings_wait_for_every_admission_guard(stack: str) -> None:
     """Review item 3: a quota (GPUs, RDMA) or RoleBinding (create pods) is applied only after the guards."""
-    from components.offline import run_program
+    from components.plan.offline import run_program
 
     run = run_program(stack)
     order = {r.urn: i for i, r in enumerate(run.records)}

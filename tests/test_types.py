@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.types import colon_guid, format_guid, format_pkey, full_member_pkey, parse_guid, parse_pkey
+from components.model.types import colon_guid, format_guid, format_pkey, full_member_pkey, parse_guid, parse_pkey
 
 
 @pytest.mark.parametrize("spelling", [1, "1", "0x1", "0x0001", "0X0001", "0x8001", 0x8001, " 0x1 "])

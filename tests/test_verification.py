@@ -14,13 +14,15 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from components import admission, teams
 from components import k8s as kube
-from components import verification as v
-from components.config import StackConfig
 from components.loader import parse_config
-from components.offline import Run, run_program
-from components.resources import GPU, rdma_shared_resource, sriov_resource
+from components.model.config import StackConfig
+from components.model.resources import AKS_POOL_LABEL, GPU, rdma_shared_resource, sriov_resource
+from components.plan.offline import Run, run_program
+from components.proofs import burn_in, ib_write_bw, isolation, nccl, pods, verification
+from components.proofs import scripts as proof_scripts
+from components.proofs import targets as v
+from components.tenancy import network_admission, networks
 from tests.conftest import qualified, raw_stack
 
 K8S_VERSION = "1.33.0"
@@ -34,9 +36,9 @@ def aks_with_pools() -> StackConfig:
 
 
 def all_manifests(cfg: StackConfig) -> Iterator[tuple[v.Target, str, dict[str, Any]]]:
-    source = v.BENCH_SCRIPT.read_text()
+    source = verification.BENCH_SCRIPT.read_text()
     for t in v.targets(cfg):
-        for role, m in v.manifests(cfg, t, source).items():
+        for role, m in verification.manifests(cfg, t, source).items():
             yield t, role, m
 
 
@@ -54,7 +56,7 @@ def test_onprem_target_is_the_verify_team_on_its_partition(cfg_of: Callable[[str
     (t,) = v.targets(cfg_of("onprem"))
     assert (t.key, t.namespace, t.prefix) == ("vision", "vision", "verify")
     assert t.rdma_resource == sriov_resource(0x0001) == "nvidia.com/sriov8001"
-    assert (t.network, t.link_rate_gbps) == (teams.nad_name(cfg_of("onprem").teams[0]), 400) == ("ib-vision", 400)
+    assert (t.network, t.link_rate_gbps) == (networks.nad_name(cfg_of("onprem").teams[0]), 400) == ("ib-vision", 400)
     assert t.socket_ifname == "eth0"  # ipam: static — net1 has no address in an Indexed Job's pods
     assert t.vf_env == "PCIDEVICE_NVIDIA_COM_SRIOV8001"
     assert (t.pool, t.tolerations) == (None, ())
@@ -66,7 +68,7 @@ def test_nccl_sockets_use_net1_where_the_team_network_has_addresses(ipam: str, i
     raw["platform"]["fabric"]["ipam"] = ipam
     cfg = parse_config(raw)
     (t,) = v.targets(cfg)
-    pod = v.nccl_job(cfg, t, "x")["spec"]["template"]["spec"]
+    pod = nccl.nccl_job(cfg, t, "x")["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert env["NCCL_SOCKET_IFNAME"] == ifname == t.socket_ifname
 
@@ -74,11 +76,12 @@ def test_nccl_sockets_use_net1_where_the_team_network_has_addresses(ipam: str, i
 def test_network_annotation_passes_the_admission_guard(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
     (t,) = v.targets(cfg)
-    for role, m in v.manifests(cfg, t, "").items():
+    for role, m in verification.manifests(cfg, t, "").items():
         if m["kind"] == "Job":
-            assert admission.networks_violations(m["spec"]["template"]["metadata"]["annotations"], t.namespace) == [], (
-                role
-            )
+            assert (
+                network_admission.networks_violations(m["spec"]["template"]["metadata"]["annotations"], t.namespace)
+                == []
+            ), role
 
 
 def test_aks_target_runs_on_the_teams_pool(cfg_of: Callable[[str], StackConfig]) -> None:
@@ -147,7 +150,7 @@ def test_pcidevice_env_follows_the_device_plugin(resource: str, env: str) -> Non
 @pytest.mark.parametrize("which", ["onprem", "aks", "aks-pools"])
 def test_manifests_are_valid_kubernetes(which: str, cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = aks_with_pools() if which == "aks-pools" else cfg_of(which)
-    objs = [m for _t, _r, m in all_manifests(cfg)] + [v.pool_namespace()]
+    objs = [m for _t, _r, m in all_manifests(cfg)] + [pods.pool_namespace()]
     assert objs
     for obj in objs:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
@@ -224,7 +227,7 @@ def test_baseline_checker_catches_what_it_should() -> None:
 def test_nccl_job_is_an_indexed_pair_on_two_nodes(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
     (t,) = v.targets(cfg)
-    m = v.manifests(cfg, t, "print('bench')\n")
+    m = verification.manifests(cfg, t, "print('bench')\n")
     job, svc = m["nccl"], m["nccl-service"]
     spec = job["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimit"]) == (
@@ -256,13 +259,13 @@ def test_nccl_job_is_an_indexed_pair_on_two_nodes(cfg_of: Callable[[str], StackC
 def test_ib_pair_server_service_client(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
     (t,) = v.targets(cfg)
-    m = v.manifests(cfg, t, "")
+    m = verification.manifests(cfg, t, "")
     server, svc, client = m["ib-server"], m["ib-service"], m["ib-client"]
     server_labels = server["spec"]["template"]["metadata"]["labels"]
     client_labels = client["spec"]["template"]["metadata"]["labels"]
     assert svc["spec"]["selector"].items() <= server_labels.items()
     assert not svc["spec"]["selector"].items() <= client_labels.items()
-    assert svc["spec"]["ports"][0]["port"] == v.PERFTEST_PORT
+    assert svc["spec"]["ports"][0]["port"] == ib_write_bw.PERFTEST_PORT
     cenv = {e["name"]: e["value"] for e in client["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert cenv["IB_SERVER"] == svc["metadata"]["name"] and cenv["IB_MIN_GBPS"] == "360"
     for job in (server, client):
@@ -270,13 +273,13 @@ def test_ib_pair_server_service_client(cfg_of: Callable[[str], StackConfig]) -> 
         assert c["image"] == f"{cfg.versions.perftest_image}@{cfg.versions.perftest_digest}"
         assert c["resources"]["limits"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/sriov8001": "1"}
         assert "k8s.v1.cni.cncf.io/networks" in job["spec"]["template"]["metadata"]["annotations"]
-    assert "--report_gbits" in v.IB_SERVER_SH and "--report_gbits" in v.IB_CLIENT_SH
+    assert "--report_gbits" in ib_write_bw.IB_SERVER_SH and "--report_gbits" in ib_write_bw.IB_CLIENT_SH
 
 
 def test_aks_pods_tolerate_and_select_their_pool(cfg_of: Callable[[str], StackConfig]) -> None:
     for role, pod in pod_specs(cfg_of("aks")):
         terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-        assert terms == [{"matchExpressions": [{"key": v.AKS_POOL_LABEL, "operator": "In", "values": ["ndh100a"]}]}]
+        assert terms == [{"matchExpressions": [{"key": AKS_POOL_LABEL, "operator": "In", "values": ["ndh100a"]}]}]
         assert pod["tolerations"][0]["key"] == "nvidia.com/gpu", role
         c = pod["containers"][0]
         assert "rdma/hcashared" in c["resources"]["limits"]
@@ -289,8 +292,8 @@ def test_aks_pods_tolerate_and_select_their_pool(cfg_of: Callable[[str], StackCo
 def test_config_map_carries_the_benchmark_verbatim(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
     (t,) = v.targets(cfg)
-    source = v.BENCH_SCRIPT.read_text()
-    cm = v.manifests(cfg, t, source)["scripts"]
+    source = verification.BENCH_SCRIPT.read_text()
+    cm = verification.manifests(cfg, t, source)["scripts"]
     assert cm["data"]["allreduce_bench.py"] == source
     assert set(cm["data"]) == {"allreduce_bench.py", "rdma-device.sh", "ib-server.sh", "ib-client.sh", "nccl.sh"}
 
@@ -298,7 +301,7 @@ def test_config_map_carries_the_benchmark_verbatim(cfg_of: Callable[[str], Stack
 def test_a_script_change_changes_the_pod_template(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
     (t,) = v.targets(cfg)
-    a, b = v.manifests(cfg, t, "a"), v.manifests(cfg, t, "b")
+    a, b = verification.manifests(cfg, t, "a"), verification.manifests(cfg, t, "b")
     assert a["nccl"]["spec"]["template"] != b["nccl"]["spec"]["template"]  # → Pulumi replaces the Job
     assert a["nccl-service"] == b["nccl-service"]
 
@@ -315,7 +318,7 @@ def test_other_teams_leave_a_targets_objects_unchanged() -> None:
 
 
 def test_the_three_nccl_runs() -> None:
-    script = v.nccl_sh()
+    script = nccl.nccl_sh()
     assert "run gdr 29500 NCCL_NET_GDR_LEVEL=SYS NCCL_NET_GDR_READ=1 --" in script
     assert "run rdma 29501 NCCL_NET_GDR_LEVEL=LOC --" in script
     assert "run tcp 29502 NCCL_IB_DISABLE=1 --" in script
@@ -340,8 +343,8 @@ def _stage(tmp_path: Path, tools: dict[str, str]) -> tuple[Path, dict[str, str]]
     bindir = tmp_path / "bin"
     scripts.mkdir()
     bindir.mkdir()
-    for name, text in v.scripts("").items():
-        (scripts / name).write_text(text.replace(v.SCRIPTS_DIR, str(scripts)))
+    for name, text in proof_scripts.scripts("").items():
+        (scripts / name).write_text(text.replace(pods.SCRIPTS_DIR, str(scripts)))
     for name, text in tools.items():
         tool = bindir / name
         tool.write_text("#!/bin/bash\n" + text)
@@ -432,7 +435,7 @@ def test_nccl_script_runs_three_times_and_fails_if_any_run_fails(tmp_path: Path,
 
 @needs_bash
 def test_scripts_parse(tmp_path: Path) -> None:
-    for name, text in v.scripts("").items():
+    for name, text in proof_scripts.scripts("").items():
         if name.endswith(".sh"):
             done = subprocess.run([BASH or "bash", "-n"], input=text, capture_output=True, text=True)
             assert done.returncode == 0, (name, done.stderr)
@@ -487,7 +490,7 @@ def test_default_probe_is_each_target_against_the_next_partition_by_name(
 ) -> None:
     # onprem: teams by name are inference, language, platform-qa, research, speech, vision; after vision
     # comes (wrapping) inference.
-    (p,) = v.isolation_probes(cfg_of("onprem"))
+    (p,) = isolation.isolation_probes(cfg_of("onprem"))
     assert (p.client.key, p.server.key, p.client_domain, p.server_domain) == (
         "vision",
         "inference",
@@ -500,12 +503,12 @@ def test_default_probe_is_each_target_against_the_next_partition_by_name(
         "nvidia.com/sriov8005",
         "ib-inference",
     )
-    (a,) = v.isolation_probes(cfg_of("aks"))
+    (a,) = isolation.isolation_probes(cfg_of("aks"))
     assert (a.client.key, a.server.key, a.server.pool) == ("training", "finetune", "ndh100b")
 
 
 def test_aks_pools_probe_each_pool_against_the_next_pool() -> None:
-    got = [(p.client.key, p.server.key) for p in v.isolation_probes(aks_with_pools())]
+    got = [(p.client.key, p.server.key) for p in isolation.isolation_probes(aks_with_pools())]
     assert got == [("training", "finetune"), ("pool-ndh100a", "pool-ndh100b"), ("pool-ndh100b", "pool-ndh100a")]
 
 
@@ -513,46 +516,46 @@ def test_configured_pairs_replace_the_default_and_an_empty_list_runs_none() -> N
     cfg = _with(
         "onprem", isolationPairs=[{"client": "vision", "server": "speech"}, {"client": "language", "server": "vision"}]
     )
-    assert [(p.client.key, p.server.key) for p in v.isolation_probes(cfg)] == [
+    assert [(p.client.key, p.server.key) for p in isolation.isolation_probes(cfg)] == [
         ("vision", "speech"),
         ("language", "vision"),
     ]
-    assert v.isolation_probes(_with("onprem", isolationPairs=[])) == []
+    assert isolation.isolation_probes(_with("onprem", isolationPairs=[])) == []
 
 
 def test_probes_do_not_move_when_teams_are_reordered() -> None:
     raw = raw_stack("onprem")
-    before = [(p.client.key, p.server.key) for p in v.isolation_probes(parse_config(raw))]
+    before = [(p.client.key, p.server.key) for p in isolation.isolation_probes(parse_config(raw))]
     raw["teams"].reverse()
-    assert [(p.client.key, p.server.key) for p in v.isolation_probes(parse_config(raw))] == before
+    assert [(p.client.key, p.server.key) for p in isolation.isolation_probes(parse_config(raw))] == before
 
 
 def test_default_probe_skips_a_team_whose_quota_admits_no_rdma_device() -> None:
     raw = raw_stack("onprem")
     inference = next(t for t in raw["teams"] if t["name"] == "inference")
     inference["quota"]["rdma"] = 0
-    (p,) = v.isolation_probes(parse_config(raw))
+    (p,) = isolation.isolation_probes(parse_config(raw))
     assert (p.client.key, p.server.key) == ("vision", "language")
 
 
 def test_one_partition_only_has_nothing_to_probe() -> None:
     raw = raw_stack("aks")
     raw["teams"] = [t for t in raw["teams"] if t["name"] == "training"]
-    assert v.isolation_probes(parse_config(raw)) == []
+    assert isolation.isolation_probes(parse_config(raw)) == []
 
 
 def test_probe_pods_each_in_their_own_namespace_with_their_own_network(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
-    (p,) = v.isolation_probes(cfg)
-    m = v.probe_manifests(cfg, p)
+    (p,) = isolation.isolation_probes(cfg)
+    m = isolation.probe_manifests(cfg, p)
     client, server, svc = m["client"], m["server"], m["service"]
     for job, t in ((client, p.client), (server, p.server)):
         tmpl = job["spec"]["template"]
         assert job["metadata"]["namespace"] == t.namespace
         nets = json.loads(tmpl["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
         assert nets == [{"name": t.network, "namespace": t.namespace, "interface": "net1"}]
-        assert tmpl["metadata"]["annotations"] == v.network_annotation(t)  # the one helper
-        assert admission.networks_violations(tmpl["metadata"]["annotations"], t.namespace) == []
+        assert tmpl["metadata"]["annotations"] == pods.network_annotation(t)  # the one helper
+        assert network_admission.networks_violations(tmpl["metadata"]["annotations"], t.namespace) == []
         c = tmpl["spec"]["containers"][0]
         assert c["resources"]["limits"] == {"cpu": "1", "memory": "1Gi", t.rdma_resource: "1"}
         assert c["image"] == v.perftest_image(cfg)
@@ -562,9 +565,9 @@ def test_probe_pods_each_in_their_own_namespace_with_their_own_network(cfg_of: C
         assert apart["labelSelector"]["matchLabels"].items() <= tmpl["metadata"]["labels"].items()
     # Its twin: the client asking for the server's network (the cross-partition attach the probe must not
     # need) is what admission refuses in the client's namespace.
-    assert admission.networks_violations(v.network_annotation(p.server), p.client.namespace) != []
-    assert client["spec"]["template"]["spec"]["containers"][0]["command"][2] == v.ISOLATION_CLIENT_SH
-    assert server["spec"]["template"]["spec"]["containers"][0]["command"][2] == v.ISOLATION_SERVER_SH
+    assert network_admission.networks_violations(pods.network_annotation(p.server), p.client.namespace) != []
+    assert client["spec"]["template"]["spec"]["containers"][0]["command"][2] == isolation.ISOLATION_CLIENT_SH
+    assert server["spec"]["template"]["spec"]["containers"][0]["command"][2] == isolation.ISOLATION_SERVER_SH
     # The client learns the server's address over the pod network, through the server's Service.
     assert svc["metadata"]["namespace"] == "inference"
     assert svc["spec"]["selector"].items() <= server["spec"]["template"]["metadata"]["labels"].items()
@@ -576,7 +579,7 @@ def test_probe_pods_each_in_their_own_namespace_with_their_own_network(cfg_of: C
         "inference",
         "PCIDEVICE_NVIDIA_COM_SRIOV8001",
     )
-    assert v.probe_job_names(p) == {
+    assert isolation.probe_job_names(p) == {
         "client": "vision/isolation-vision-to-inference",
         "server": "inference/isolation-vision-to-inference-server",
     }
@@ -585,10 +588,10 @@ def test_probe_pods_each_in_their_own_namespace_with_their_own_network(cfg_of: C
 @pytest.mark.parametrize("which", ["onprem", "aks", "aks-pools"])
 def test_probe_objects_are_valid_kubernetes_and_baseline(which: str, cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = aks_with_pools() if which == "aks-pools" else cfg_of(which)
-    probes = v.isolation_probes(cfg)
+    probes = isolation.isolation_probes(cfg)
     assert probes
     for p in probes:
-        for obj in v.probe_manifests(cfg, p).values():
+        for obj in isolation.probe_manifests(cfg, p).values():
             kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
             if obj["kind"] == "Job":
                 assert baseline_violations(obj["spec"]["template"]["spec"]) == []
@@ -596,14 +599,14 @@ def test_probe_objects_are_valid_kubernetes_and_baseline(which: str, cfg_of: Cal
 
 def test_aks_probe_pods_run_on_their_own_pools(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("aks")
-    (p,) = v.isolation_probes(cfg)
+    (p,) = isolation.isolation_probes(cfg)
     for role, pool in (("client", "ndh100a"), ("server", "ndh100b")):
-        pod = v.probe_manifests(cfg, p)[role]["spec"]["template"]["spec"]
+        pod = isolation.probe_manifests(cfg, p)[role]["spec"]["template"]["spec"]
         terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-        assert terms == [{"matchExpressions": [{"key": v.AKS_POOL_LABEL, "operator": "In", "values": [pool]}]}]
-        assert "k8s.v1.cni.cncf.io/networks" not in v.probe_manifests(cfg, p)[role]["spec"]["template"]["metadata"].get(
-            "annotations", {}
-        )
+        assert terms == [{"matchExpressions": [{"key": AKS_POOL_LABEL, "operator": "In", "values": [pool]}]}]
+        assert "k8s.v1.cni.cncf.io/networks" not in isolation.probe_manifests(cfg, p)[role]["spec"]["template"][
+            "metadata"
+        ].get("annotations", {})
 
 
 def test_perftest_is_pinned_by_digest_and_a_mirror_tag_is_kept(cfg_of: Callable[[str], StackConfig]) -> None:
@@ -620,10 +623,10 @@ def test_perftest_is_pinned_by_digest_and_a_mirror_tag_is_kept(cfg_of: Callable[
 
 
 def test_long_names_are_shortened_to_a_label() -> None:
-    name = v._bounded("isolation-" + "a" * 40 + "-to-" + "b" * 40)
+    name = pods.bounded("isolation-" + "a" * 40 + "-to-" + "b" * 40)
     assert len(name) <= 63 and name.startswith("isolation-aaaa") and not name.endswith("-")
-    assert v._bounded("isolation-x-to-y") == "isolation-x-to-y"
-    assert v._bounded("a" * 70) != v._bounded("a" * 71)
+    assert pods.bounded("isolation-x-to-y") == "isolation-x-to-y"
+    assert pods.bounded("a" * 70) != pods.bounded("a" * 71)
 
 
 # The scripts against fake perftest runs: what each outcome prints and exits with.
@@ -653,7 +656,7 @@ def _fake_probe_tool(out: str, rc: int) -> str:
 
 def _run_probe(tmp_path: Path, out: str, rc: int) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     scripts, env = _stage(tmp_path, {"ib_write_bw": _fake_probe_tool(out, rc), "sleep": "exit 0\n"})
-    (scripts / "probe.sh").write_text(v.ISOLATION_CLIENT_SH)
+    (scripts / "probe.sh").write_text(isolation.ISOLATION_CLIENT_SH)
     env |= _sriov_sysfs(tmp_path) | {"ISO_CLIENT": "vision", "ISO_TARGET": "inference", "ISO_ATTEMPTS": "2"}
     env["ISO_SERVER"] = "isolation-vision-to-inference-server.inference.svc"
     done = subprocess.run([BASH or "bash", str(scripts / "probe.sh")], env=env, capture_output=True, text=True)
@@ -694,7 +697,7 @@ def test_probe_server_fails_loudly_when_the_test_completed(
     tmp_path: Path, rc: int, exit_code: int, completed: bool
 ) -> None:
     scripts, env = _stage(tmp_path, {"ib_write_bw": _fake_probe_tool(PROBE_EXCHANGE, rc)})
-    (scripts / "server.sh").write_text(v.ISOLATION_SERVER_SH)
+    (scripts / "server.sh").write_text(isolation.ISOLATION_SERVER_SH)
     env |= _sriov_sysfs(tmp_path) | {"ISO_CLIENT": "vision"}
     done = subprocess.run([BASH or "bash", str(scripts / "server.sh")], env=env, capture_output=True, text=True)
     assert done.returncode == exit_code, done.stdout + done.stderr
@@ -709,35 +712,35 @@ def test_probe_server_fails_loudly_when_the_test_completed(
 def test_burn_in_is_off_by_default(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
     (t,) = v.targets(cfg)
-    assert v.burn_in_manifests(cfg, t, "") == {}
+    assert burn_in.burn_in_manifests(cfg, t, "") == {}
 
 
 def test_burn_in_runs_the_nccl_proof_per_node_group_at_the_lowest_priority() -> None:
     cfg = _with("onprem", burnIn={"enabled": True, "schedule": "0 2 * * 6"})
     (t,) = v.targets(cfg)
-    groups = [g for g, _l, _v in v.burn_in_groups(cfg, t)]
+    groups = [g for g, _l, _v in burn_in.burn_in_groups(cfg, t)]
     assert groups and all(sum(n.node_group == g for n in cfg.platform.nodes) >= 2 for g in groups)  # type: ignore[union-attr]
-    m = v.burn_in_manifests(cfg, t, "src")
+    m = burn_in.burn_in_manifests(cfg, t, "src")
     g = groups[0]
     cron, svc = m[f"burn-in-{g}"], m[f"burn-in-{g}-service"]
     assert cron["spec"]["schedule"] == "0 2 * * 6" and cron["spec"]["concurrencyPolicy"] == "Forbid"
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    assert pod["priorityClassName"] == v.BURN_IN_PRIORITY_CLASS
+    assert pod["priorityClassName"] == burn_in.BURN_IN_PRIORITY_CLASS
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "gpuaas.io/node-group", "operator": "In", "values": [g]}]}]
     assert pod["subdomain"] == svc["metadata"]["name"] and svc["spec"]["clusterIP"] == "None"
     labels = cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
     assert svc["spec"]["selector"].items() <= labels.items()
     # Not selected by the one-off proof's Service, and not paired with its pods.
-    assert not v.nccl_service(t)["spec"]["selector"].items() <= labels.items()
+    assert not nccl.nccl_service(t)["spec"]["selector"].items() <= labels.items()
     env = pod["containers"][0]["env"]
     assert env[0] == {
         "name": "JOB_NAME",
         "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}},
     }
     assert {"name": "MASTER_ADDR", "value": f"$(JOB_NAME)-0.{svc['metadata']['name']}"} in env
-    assert pod["containers"][0]["command"] == ["/bin/bash", f"{v.SCRIPTS_DIR}/nccl.sh"]  # the same proof
-    pc = v.burn_in_priority_class(cfg)
+    assert pod["containers"][0]["command"] == ["/bin/bash", f"{pods.SCRIPTS_DIR}/nccl.sh"]  # the same proof
+    pc = burn_in.burn_in_priority_class(cfg)
     assert (pc["value"], pc["preemptionPolicy"], pc["globalDefault"]) == (-1000, "Never", False)
 
 
@@ -746,15 +749,15 @@ def test_burn_in_objects_are_valid_kubernetes(which: str) -> None:
     raw = raw_stack("aks" if which == "aks-pools" else "onprem")
     raw["verification"] = {"burnIn": {"enabled": True}} | ({"aksPools": True} if which == "aks-pools" else {})
     cfg = parse_config(raw)
-    objs = [v.burn_in_priority_class(cfg)]
+    objs = [burn_in.burn_in_priority_class(cfg)]
     for t in v.targets(cfg):
-        objs += list(v.burn_in_manifests(cfg, t, "src").values())
+        objs += list(burn_in.burn_in_manifests(cfg, t, "src").values())
     assert len(objs) > 1
     for obj in objs:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
-    aks_groups = [v.burn_in_groups(cfg, t) for t in v.targets(cfg)]
+    aks_groups = [burn_in.burn_in_groups(cfg, t) for t in v.targets(cfg)]
     if which == "aks-pools":
-        assert aks_groups[1] == [("ndh100a", v.AKS_POOL_LABEL, "ndh100a")]
+        assert aks_groups[1] == [("ndh100a", AKS_POOL_LABEL, "ndh100a")]
 
 
 def test_burn_in_in_the_plan() -> None:
@@ -770,15 +773,15 @@ def test_isolation_probe_jobs_go_through_their_own_teams_queue_when_elastic(elas
     """Each end of a probe is a Job in its own team's namespace: elastic, it names that team's
     LocalQueue (the server's is B's), or Kueue would not count it and the admission would treat
     it as outside the queue; not elastic, there is no Kueue and no label."""
-    from components.queue_admission import QUEUE_LABEL
+    from components.queueing.admission import QUEUE_LABEL
 
     raw = raw_stack("onprem")
     raw.setdefault("queues", {})["elastic"] = elastic
     cfg = parse_config(raw)
-    probes = v.isolation_probes(cfg)
+    probes = isolation.isolation_probes(cfg)
     assert probes
     for p in probes:
-        objs = v.probe_manifests(cfg, p)
+        objs = isolation.probe_manifests(cfg, p)
         for role, t in (("server", p.server), ("client", p.client)):
             labels = objs[role]["metadata"]["labels"]
             assert objs[role]["metadata"]["namespace"] == t.namespace

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.offline import ROOT
+from components.plan.offline import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 PR = WORKFLOWS / "pr.yml"
@@ -122,7 +122,7 @@ def test_plan_diff_plans_head_and_base_and_publishes_the_diff(pr: dict[str, Any]
     assert job["env"]["STACK"] == "${{ matrix.stack }}"
     assert job["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
     script = _run_text(job)
-    # The built-in comparison (components/plandiff.py) plans both sides and writes plan.diff.
+    # The built-in comparison (components/plan/diff.py) plans both sides and writes plan.diff.
     assert 'git fetch --no-tags --depth=1 origin "$BASE_SHA"' in script
     assert 'make diff STACK="$STACK" BASE="$BASE_SHA" DIFF_OUT="$RUNNER_TEMP/plans"' in script
     assert "diff -ru" not in script

@@ -3,8 +3,8 @@
 
     .venv/bin/python workloads/gather_results.py --context onprem-admin --stack onprem [--json results.json]
 
-The stack's config says which Jobs exist (:func:`components.verification.targets` and
-:func:`components.verification.isolation_probes`); ``kubectl`` reads each Job's status and its pods'
+The stack's config says which Jobs exist (:func:`components.proofs.targets.targets` and
+:func:`components.proofs.isolation.isolation_probes`); ``kubectl`` reads each Job's status and its pods'
 logs; the scripts' one-line results (``IB_WRITE_BW_RESULT``, ``ALLREDUCE_RESULT``, ``VERIFY_RUN``,
 ``ISOLATION_RESULT``, ``ISOLATION_SERVER``) give the numbers and verdicts. One table holds both kinds
 of proof: *positive* (the partition carries RDMA and GPUDirect traffic at the expected rate) and
@@ -243,8 +243,10 @@ def collect(kubectl: Kubectl, namespace: str, job: str) -> tuple[str, list[str]]
 def gather(stack: str, kubectl: Kubectl) -> list[Row]:
     sys.path.insert(0, str(ROOT))
     from components.loader import parse_config
-    from components.offline import stack_config
-    from components.verification import isolation_probes, job_names, probe_job_names, targets
+    from components.plan.offline import stack_config
+    from components.proofs.isolation import isolation_probes, probe_job_names
+    from components.proofs.targets import targets
+    from components.proofs.verification import job_names
 
     raw = {k.split(":", 1)[1]: v for k, v in stack_config(stack).items() if k.startswith("gpuaas:")}
     cfg = parse_config(raw)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from components.offline import Run
+from components.plan.offline import Run
 from e2e.controlplane import ControlPlane
 from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import Applied, apply_plan, upstream_available

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from components.config import StackConfig
 from components.loader import parse_config
-from components.resources import AKS_POOL_LABEL, GPU
+from components.model.config import StackConfig
+from components.model.resources import AKS_POOL_LABEL, GPU
 from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import planned_objects
 from tests.conftest import raw_stack
@@ -121,13 +121,13 @@ def test_a_pod_without_gpus_or_rdma_may_run_anywhere(kube: Kube) -> None:
 
 def test_a_team_without_a_partition_may_request_no_rdma_on_any_pool(kube: Kube) -> None:
     """Review item 1: a partitionless team's namespace has no pool label; it may not pick a pool itself."""
-    from components import teams
+    from components.tenancy import labels, teams
 
     raw = raw_stack("aks")
     raw["teams"].append({"name": "interns", "groups": ["aad:gpuaas-interns"], "quota": {"gpus": 0}})
     cfg = parse_config(raw)
     ns = teams.namespace(cfg, cfg.teams[-1])
-    assert teams.POOL_LABEL not in ns["metadata"]["labels"]
+    assert labels.POOL_LABEL not in ns["metadata"]["labels"]
     kube.apply(ns, manager="gpuaas-plan")
     try:
         for where in ("containers", "initContainers", "sidecar"):

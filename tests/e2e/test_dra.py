@@ -2,7 +2,7 @@
 
 ``tests/stacks/onprem-dra.yaml`` is planned offline and applied in install order to its own
 control plane. No DRA driver runs here, so the driver's DeviceClasses are created first exactly
-as the GPUCluster controller writes them (:data:`components.dra.DRIVER_CLASSES`). Then, as a
+as the GPUCluster controller writes them (:data:`components.model.dra.DRIVER_CLASSES`). Then, as a
 member of team ``research`` (impersonated: user + the team's OIDC group, what a login carries),
 each promise is its own test, with the server's own words in the assertion:
 
@@ -19,8 +19,11 @@ from typing import Any, Final
 
 import pytest
 
-from components import dra, dra_tenancy, teams
-from components.offline import ROOT, Run, run_program, stack_config
+from components.dra import tenancy as dra_tenancy
+from components.model import dra
+from components.operators import gpu_cluster
+from components.plan.offline import ROOT, Run, run_program, stack_config
+from components.tenancy import teams
 from e2e.controlplane import ControlPlane
 from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import apply_plan
@@ -117,7 +120,7 @@ def refusal(kube: Kube, obj: dict[str, Any], who: Identity = RESEARCHER) -> ApiE
 
 def test_the_plan_is_accepted_with_its_dra_objects(dra_cluster: DraCluster) -> None:
     kube = dra_cluster.kube
-    assert kube.get("nvidia.com/v1alpha1", "GPUCluster", dra.GPU_CLUSTER) is not None
+    assert kube.get("nvidia.com/v1alpha1", "GPUCluster", gpu_cluster.GPU_CLUSTER) is not None
     for profile in ("1g.10gb", "4g.40gb"):
         assert kube.get("resource.k8s.io/v1", "DeviceClass", dra.mig_class(profile)) is not None
     names = {t["metadata"]["name"] for t in kube.list("resource.k8s.io/v1", "ResourceClaimTemplate", NS)}

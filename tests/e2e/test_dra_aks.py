@@ -14,8 +14,10 @@ from typing import Any, Final
 
 import pytest
 
-from components import dra, dra_tenancy
-from components.offline import run_program, stack_config
+from components.dra import claims
+from components.dra import tenancy as dra_tenancy
+from components.model import dra
+from components.plan.offline import run_program, stack_config
 from e2e.controlplane import ControlPlane
 from e2e.kube import ApiError, Identity
 from e2e.plan_apply import apply_plan
@@ -50,7 +52,7 @@ def _pod(name: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": NS},
         "spec": {
             "containers": [{"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": dra.template_name(dra.GPU_CLASS)}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": claims.template_name(dra.GPU_CLASS)}],
             **spec,
         },
     }

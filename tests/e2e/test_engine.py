@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from components import mig_guard
+from components.guards import mig
 from components.k8s import SKIP_AWAIT
-from components.offline import run_program
-from components.plan import HELM_RELEASE
+from components.plan.offline import run_program
+from components.plan.writer import HELM_RELEASE
 from e2e.controlplane import ControlPlane
 from e2e.engine import NetworkOperatorStandIn, Stack, repo_stack_config
 from e2e.kube import Kube
@@ -249,7 +249,7 @@ def test_mig_layout_change_needs_reconfigure(deployed: Deployed) -> None:
     new = "1x4g.40gb-2x1g.10gb"  # one 1g.10gb fewer per GPU: the MIG teams' 1g quotas go down to fit
     assert mig_label(deployed.kube) == old
     # The guard compares with what the real stack exported on its last run.
-    assert deployed.stack.outputs()[mig_guard.OUTPUT]["h100-mig"] == old
+    assert deployed.stack.outputs()[mig.OUTPUT]["h100-mig"] == old
     config = copy.deepcopy(BASE)
     config["gpuaas:platform"]["nodeGroups"][MIG_GROUP]["mig"]["layout"] = new
     for team in config["gpuaas:teams"]:
@@ -262,12 +262,12 @@ def test_mig_layout_change_needs_reconfigure(deployed: Deployed) -> None:
         assert f"gpuaas:platform.nodeGroups[{MIG_GROUP}].mig" in stopped.out, stopped.out[:5000]
         assert old in stopped.out and new in stopped.out
         assert mig_label(deployed.kube) == old  # not relabelled
-        assert deployed.stack.outputs()[mig_guard.OUTPUT]["h100-mig"] == old  # still the last applied
+        assert deployed.stack.outputs()[mig.OUTPUT]["h100-mig"] == old  # still the last applied
 
         config["gpuaas:platform"]["nodeGroups"][MIG_GROUP]["mig"]["reconfigure"] = True
         converge(deployed, config)
         assert mig_label(deployed.kube) == new
-        assert deployed.stack.outputs()[mig_guard.OUTPUT]["h100-mig"] == new
+        assert deployed.stack.outputs()[mig.OUTPUT]["h100-mig"] == new
     finally:
         back = copy.deepcopy(BASE)
         back["gpuaas:platform"]["nodeGroups"][MIG_GROUP]["mig"]["reconfigure"] = True

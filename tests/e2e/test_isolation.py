@@ -16,15 +16,17 @@ from typing import Any
 
 import pytest
 
-from components.admission import NETWORKS_ANNOTATION, NETWORKS_IMMUTABLE_POLICY
-from components.config import StackConfig, Team
-from components.elastic import gpu_kind
 from components.loader import parse_config
-from components.queue_admission import QUEUE_LABEL
-from components.queues import local_queue_name
-from components.quotas import quota_hard
-from components.resources import GPU, GPU_SHARED, mig_resource, sriov_resource
-from components.teams import NO_CRITICAL_QUOTA, SYSTEM_PRIORITY_CLASSES, nad_name
+from components.model.config import StackConfig
+from components.model.elastic import gpu_kind
+from components.model.resources import GPU, GPU_SHARED, mig_resource, sriov_resource
+from components.model.teams import Team
+from components.queueing.admission import QUEUE_LABEL
+from components.queueing.queues import local_queue_name
+from components.tenancy.network_admission import NETWORKS_ANNOTATION, NETWORKS_IMMUTABLE_POLICY
+from components.tenancy.networks import nad_name
+from components.tenancy.quotas import quota_hard
+from components.tenancy.teams import NO_CRITICAL_QUOTA, SYSTEM_PRIORITY_CLASSES
 from e2e.kube import ApiError, Identity, Kube
 from tests.conftest import raw_stack
 from tests.e2e.conftest import AppliedStack, wait_until_refused
@@ -56,7 +58,7 @@ def pod(
 ) -> dict[str, Any]:
     """A plain pod as a team member writes it: cpu/memory requests only, extended resources as limits.
 
-    With elastic quotas a GPU pod names its team's queue (components/queue_admission.py refuses it
+    With elastic quotas a GPU pod names its team's queue (components/queueing/admission.py refuses it
     otherwise; tests/e2e/test_kueue.py proves that refusal and Kueue's admission).
     """
     c: dict[str, Any] = {
@@ -234,7 +236,7 @@ def test_a_pod_in_a_requesting_bs_partition_resource_is_refused(kube: Kube, a: s
 
 def _quota_kinds(team: Team) -> list[tuple[str, int]]:
     """GPU kinds the team's ResourceQuota allows and how many: its quota, or with elastic quotas its
-    ceiling (quota + what it may borrow, components/elastic.py)."""
+    ceiling (quota + what it may borrow, components/model/elastic.py)."""
     hard = quota_hard(CFG, team)
     kinds = [(GPU, team.quota.gpus)] if team.quota.gpus else []
     kinds += [(mig_resource(p), n) for p, n in (team.quota.mig or {}).items()]

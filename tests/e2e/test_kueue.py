@@ -2,7 +2,7 @@
 
 The manager is ``sigs.k8s.io/kueue/cmd/kueue`` at the pinned v0.19.2, built from its Go module by
 ``e2e/toolchain.py`` (tool set ``kueue``), run with the Configuration gpuaas renders for the Helm
-release (:func:`components.queues.kueue_configuration`) plus what a process outside a cluster
+release (:func:`components.queueing.queues.kueue_configuration`) plus what a process outside a cluster
 needs: no leader election, loopback ports, a temporary cert directory, the on-demand visibility
 API server off. Kueue's CRDs: the ones in ../shared/upstream/kueue (byte-identical to the
 module's, checked below) and, for the kinds shared/upstream lacks (Workload, AdmissionCheck, …),
@@ -12,7 +12,7 @@ Controller only: Kueue's admission webhooks are not registered with the API serv
 serving certificate names the in-cluster Service, which a loopback server cannot be reached
 as). So Jobs are submitted with ``suspend: true``, as Kueue's docs ask where its webhook is
 absent, and Kueue admits one by unsuspending it (no kubelet needed). The admission side is
-still real: the queue policy (components/queue_admission.py) runs in this API server.
+still real: the queue policy (components/queueing/admission.py) runs in this API server.
 
 Scenario (onprem stack, h100-full: 32 GPUs; vision 12 guaranteed + borrowing limit 8, language 12
 lending at most 8, speech 8): vision submits 24 GPUs while the others idle → 20 admitted (12 +
@@ -37,11 +37,12 @@ from typing import Any
 import pytest
 import yaml
 
-from components import queues
-from components.config import StackConfig, Team
 from components.loader import parse_config
-from components.queue_admission import PRIORITY_LABEL, QUEUE_LABEL
-from components.resources import GPU, sriov_resource
+from components.model.config import StackConfig
+from components.model.resources import GPU, sriov_resource
+from components.model.teams import Team
+from components.queueing import queues
+from components.queueing.admission import PRIORITY_LABEL, QUEUE_LABEL
 from e2e import toolchain
 from e2e.controlplane import ControlPlane, _die_with_parent, free_port
 from e2e.kube import ApiError, Identity, Kube

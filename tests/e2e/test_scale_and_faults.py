@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from components.offline import run_program
+from components.plan.offline import run_program
 from e2e.controlplane import running
 from e2e.plan_apply import apply_plan, planned_objects
 from tests.e2e.conftest import AppliedStack, need_upstream
@@ -74,7 +74,7 @@ def test_state_survives_an_api_server_restart(onprem: AppliedStack) -> None:
 
 @pytest.mark.parametrize("stack", ["onprem"])
 def test_the_restarted_server_still_enforces_admission(onprem: AppliedStack, stack: str) -> None:
-    from components.teams import nad_name
+    from components.tenancy.networks import nad_name
     from tests.e2e.conftest import wait_until_refused
     from tests.e2e.test_isolation import OWN_NAD_ONLY, PAIRS, TEAMS, member, pod
 

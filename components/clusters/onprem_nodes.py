@@ -1,0 +1,113 @@
+"""Node labels that select each node's MIG layout and device-plugin config.
+
+The GPU Operator's MIG Manager applies the mig-parted config named by ``nvidia.com/mig.config``
+and the device plugin/GFD the config key named by ``nvidia.com/device-plugin.config``
+(GPU Operator docs, "GPU Operator with MIG" and "Time-Slicing GPUs in Kubernetes"). On-prem the
+nodes exist already, so :class:`OnPremNodes` patches them; AKS pools carry the same labels through
+the AgentPool's ``node_labels`` (:func:`pool_labels`), which AKS re-applies to every node it adds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import k8s as kube
+from components.guards.gate import gated
+from components.model import resources
+from components.model.capacity import device_plugin_config_name, layout_name
+from components.model.config import StackConfig
+from components.model.platform import GpuPool
+from components.model.sharing import GpuSharing
+
+#: The device-plugin config key of a node (NVIDIA/k8s-device-plugin README, "Multiple configs").
+DEVICE_PLUGIN_CONFIG_LABEL: Final = resources.DEVICE_PLUGIN_CONFIG_LABEL
+#: Every label gpuaas owns on a GPU node; nothing else on a node is touched.
+OWNED_LABELS: Final = resources.OWNED_NODE_LABELS
+
+
+def group_labels(group: str, sharing: GpuSharing) -> dict[str, str]:
+    """The labels of every node of one node group or GPU pool."""
+    return {
+        resources.MIG_CONFIG_LABEL: layout_name(sharing),
+        DEVICE_PLUGIN_CONFIG_LABEL: device_plugin_config_name(group),
+        resources.NODE_GROUP_LABEL: group,
+    }
+
+
+def node_labels(cfg: StackConfig) -> dict[str, dict[str, str]]:
+    """Our labels per on-prem node, by node name (``{}`` on AKS, whose pools label their nodes)."""
+    onprem = cfg.onprem
+    if onprem is None:
+        return {}
+    groups = onprem.groups_by_name
+    return {n.name: group_labels(n.node_group, groups[n.node_group]) for n in onprem.nodes}
+
+
+def pool_labels(cfg: StackConfig, pool: GpuPool) -> dict[str, str]:
+    """Our labels for an AKS GPU pool's ``node_labels``; merge them over ``pool.labels`` so they win.
+
+    Takes the whole config, like :func:`node_labels`, so a label that comes to depend on a stack-wide
+    setting does not change the caller; today the pool alone decides.
+    """
+    del cfg
+    return group_labels(pool.name, pool)
+
+
+def node_patch(node: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The NodePatch body: only ``metadata.name`` and our labels, applied by force.
+
+    ``pulumi.com/patchForce`` takes the labels over from another field manager: the GPU Operator
+    writes ``nvidia.com/mig.config=<migManager.config.default>`` on MIG-capable nodes that lack it,
+    and an operator may have labelled a node by hand before gpuaas managed it.
+    """
+    return {
+        "metadata": {
+            "name": node,
+            "labels": dict(labels),
+            "annotations": {"pulumi.com/patchForce": "true"},
+        }
+    }
+
+
+class OnPremNodes(pulumi.ComponentResource):
+    """One ``NodePatch`` per configured node, owning only the labels in :data:`OWNED_LABELS`.
+
+    NodePatch is server-side apply (the provider is created with ``enable_server_side_apply=True``
+    in :mod:`components.platform`): Pulumi becomes the field manager of exactly the fields it sends,
+    so kubelet, NFD/GFD and the operators keep their labels, and deleting a patch removes only ours.
+    The logical name is ``<name>-<node name>``, so reordering ``platform.nodes`` moves nothing.
+    ``depends_on`` lets the caller order the labels after the ConfigMaps they name: MIG Manager
+    marks a node ``nvidia.com/mig.config.state=failed`` when the named config does not exist yet.
+    ``gate``: the day-2 MIG guard (:mod:`components.guards.mig`); the labels wait for it to pass.
+    """
+
+    patches: dict[str, k8s.core.v1.NodePatch]
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        depends_on: Sequence[pulumi.Resource] = (),
+        gate: pulumi.Output[bool] | None = None,
+    ) -> None:
+        super().__init__("gpuaas:index:OnPremNodes", name, None, opts)
+        self.patches = {}
+        for node, labels in node_labels(cfg).items():
+            body = node_patch(node, labels)
+            self.patches[node] = k8s.core.v1.NodePatch(
+                f"{name}-{node}",
+                metadata=gated(gate, body["metadata"]),
+                # Dropping a node from config leaves its labels as they are: deleting the patch
+                # would remove nvidia.com/mig.config, the GPU Operator would apply its default
+                # (all-disabled) and reset the node's GPUs under its pods.
+                opts=pulumi.ResourceOptions.merge(
+                    kube.child(self, list(depends_on)), pulumi.ResourceOptions(retain_on_delete=True)
+                ),
+            )
+        self.register_outputs({"nodes": sorted(self.patches)})

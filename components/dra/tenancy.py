@@ -1,0 +1,230 @@
+"""Tenancy under the DRA resource model: what a team may claim, and the guard that holds it there.
+
+Per team namespace (``gpuaas:teams[*]``, only with ``gpuOperator.resourceModel: dra``):
+
+* **ResourceClaimTemplates** ``gpuaas-gpu`` and ``gpuaas-mig-<profile>``, one device each, for the
+  shapes its quota covers (:func:`components.dra.claims.claim_templates`).
+* **RoleBinding** of the team's groups to the ``gpuaas-team-dra`` ClusterRole: create claims and
+  templates (the built-in ``edit`` grants none of ``resource.k8s.io``; a separate role keeps the
+  device-plugin model's ``gpuaas-team-member`` unchanged).
+* The quota itself is the team's ResourceQuota (:func:`components.model.dra.render_quota`) and the
+  classes it may claim are labels on its namespace (:func:`components.model.dra.namespace_labels`).
+
+Cluster-wide: gpuaas's per-profile MIG **DeviceClasses**, and the **ValidatingAdmissionPolicy**
+``gpuaas-team-claims`` on ResourceClaims and ResourceClaimTemplates in team namespaces:
+
+1. every request (``exactly``) and every ``firstAvailable`` subrequest names a class the
+   namespace's ``dra.gpuaas.io/<class>`` labels allow — not ``vfio.gpu.nvidia.com`` (raw
+   passthrough), not the catch-all ``mig.nvidia.com``, not another team's MIG profile;
+2. no ``adminAccess`` (it grants access to devices already allocated to others, KEP-5018);
+3. no ``allocationMode: All`` (every matching device on a node, not a shape any quota offers).
+
+Selectors are left free: a device must satisfy the class's selectors *and* the request's
+(Kubernetes DRA docs, "DeviceClass"), so a tenant's CEL can only narrow its own class. The
+classes come from namespace labels, which tenants cannot edit, rather than a ConfigMap parameter
+in their namespace, which the team role may write. The ResourceQuota stays the backstop: a class
+not labelled has a ``"0"`` device quota too.
+
+On AKS the ``gpuaas-team-dra-node-pool`` policy asks of a pod with ``resourceClaims`` what
+:mod:`components.tenancy.admission`'s pool policy asks of a pod with GPU extended resources: select the
+team's ND pool (its InfiniBand partition), named by the namespace's ``gpuaas.io/node-pool`` label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import pulumi
+
+from components import k8s as kube
+from components.dra import claims
+from components.k8s import Manifest
+from components.model import dra
+from components.model.config import StackConfig
+from components.model.teams import Team
+from components.tenancy import admission, policy
+from components.tenancy.labels import AKS_POOL_LABEL, PART_OF, POOL_LABEL
+
+CLAIMS_POLICY: Final = "gpuaas-team-claims"
+POOL_POLICY: Final = "gpuaas-team-dra-node-pool"
+ROLE: Final = "gpuaas-team-dra"
+
+#: The device requests of a ResourceClaim (``spec.devices``) or a template (``spec.spec.devices``).
+REQUESTS_VAR: Final = (
+    "request.resource.resource == 'resourceclaimtemplates' ? "
+    "(has(object.spec.spec) && has(object.spec.spec.devices) && has(object.spec.spec.devices.requests) ? "
+    "object.spec.spec.devices.requests : []) : "
+    "(has(object.spec.devices) && has(object.spec.devices.requests) ? object.spec.devices.requests : [])"
+)
+LABELS_VAR: Final = "has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {}"
+
+
+def _allowed(device_class: str) -> str:
+    key = f"'{dra.CLASS_LABEL_PREFIX}' + {device_class}"
+    return f"({key} in variables.labels && variables.labels[{key}] == 'true')"
+
+
+#: (name, CEL expression that must be true, message) — the claims policy's validations.
+CLAIM_CHECKS: Final[tuple[tuple[str, str, str], ...]] = (
+    (
+        "device-class",
+        "variables.requests.all(r, "
+        f"(!has(r.exactly) || {_allowed('r.exactly.deviceClassName')}) && "
+        f"(!has(r.firstAvailable) || r.firstAvailable.all(s, {_allowed('s.deviceClassName')})))",
+        "a team may claim only the device classes its quota covers (namespace labels "
+        f"{dra.CLASS_LABEL_PREFIX}<class>): gpu.nvidia.com for quota.gpus, mig-<profile>.{dra.CLASS_DOMAIN} for "
+        "quota.mig; use the gpuaas-* ResourceClaimTemplates",
+    ),
+    (
+        "no-admin-access",
+        "variables.requests.all(r, !has(r.exactly) || !has(r.exactly.adminAccess) || !r.exactly.adminAccess)",
+        "adminAccess is not allowed in team namespaces: it reaches devices allocated to other claims",
+    ),
+    (
+        "no-allocation-mode-all",
+        "variables.requests.all(r, "
+        "(!has(r.exactly) || !has(r.exactly.allocationMode) || r.exactly.allocationMode != 'All') && "
+        "(!has(r.firstAvailable) || r.firstAvailable.all(s, !has(s.allocationMode) || s.allocationMode != 'All')))",
+        "allocationMode All is not allowed in team namespaces: request an exact count",
+    ),
+)
+
+
+def claims_policy() -> Manifest:
+    """The guard on team claims and templates; ``matchPolicy: Equivalent`` also sends
+    ``v1beta1``/``v1beta2`` requests here, converted to ``v1`` (the shape the CEL reads)."""
+    return policy.policy(
+        CLAIMS_POLICY,
+        match_policy="Equivalent",
+        namespaces=policy.team_namespaces(),
+        rules=[
+            policy.resource_rule(
+                "resource.k8s.io", "v1", ["CREATE", "UPDATE"], ["resourceclaims", "resourceclaimtemplates"]
+            )
+        ],
+        variables=[
+            {"name": "requests", "expression": REQUESTS_VAR},
+            {"name": "labels", "expression": LABELS_VAR},
+        ],
+        validations=policy.validations(CLAIM_CHECKS),
+    )
+
+
+def claims_binding() -> Manifest:
+    return policy.binding(CLAIMS_POLICY, policy.team_namespaces())
+
+
+#: The pool guard's own selector test (the pool comes from the namespace label, ``variables.pool``).
+SELECTS_POOL: Final = admission.SELECTS_POOL
+
+
+def pool_policy() -> Manifest:
+    """AKS: pods of a team that claim DRA devices must select the team's ND pool."""
+    return policy.policy(
+        POOL_POLICY,
+        rules=[policy.resource_rule("", "v1", ["CREATE"], ["pods"])],
+        variables=[
+            {
+                "name": "claims",
+                "expression": "has(object.spec.resourceClaims) && object.spec.resourceClaims.size() > 0",
+            },
+            {"name": "pool", "expression": f"namespaceObject.metadata.labels['{POOL_LABEL}']"},
+        ],
+        validations=[
+            {
+                "expression": f"!variables.claims || ({SELECTS_POOL})",
+                "messageExpression": (
+                    "'pods of this team that claim GPUs run on its InfiniBand pool: select it with nodeSelector "
+                    f"{AKS_POOL_LABEL}=' + variables.pool"
+                ),
+                "reason": "Forbidden",
+            }
+        ],
+    )
+
+
+def pool_binding() -> Manifest:
+    return policy.binding(POOL_POLICY, policy.team_namespaces({"key": POOL_LABEL, "operator": "Exists"}))
+
+
+def cluster_role() -> Manifest:
+    """Claims and templates in the team's namespace (bound per namespace, like ``gpuaas-team-member``)."""
+    verbs = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": ROLE, "labels": dict(PART_OF)},
+        "rules": [
+            {
+                "apiGroups": ["resource.k8s.io"],
+                "resources": ["resourceclaims", "resourceclaimtemplates"],
+                "verbs": verbs,
+            }
+        ],
+    }
+
+
+def role_binding(team: Team) -> Manifest | None:
+    if not team.groups:
+        return None
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": ROLE, "namespace": team.ns, "labels": dict(PART_OF)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE},
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g} for g in sorted(team.groups)
+        ],
+    }
+
+
+def cluster_objects(cfg: StackConfig) -> dict[str, Manifest]:
+    """Cluster-scoped DRA objects by role: MIG classes, the role, the policies and bindings."""
+    out: dict[str, Manifest] = {
+        f"class-{p.replace('+', '.')}": claims.mig_device_class(p) for p in dra.offered_mig_profiles(cfg)
+    }
+    out.update({"role": cluster_role(), "claims-policy": claims_policy(), "claims-binding": claims_binding()})
+    if cfg.aks is not None:
+        out.update({"pool-policy": pool_policy(), "pool-binding": pool_binding()})
+    return out
+
+
+def team_objects(team: Team) -> dict[str, Manifest]:
+    """One team's DRA objects by role (the suffix of its logical name)."""
+    out: dict[str, Manifest] = {f"template-{name}": t for name, t in claims.claim_templates(team).items()}
+    binding = role_binding(team)
+    if binding is not None:
+        out["rolebinding"] = binding
+    return out
+
+
+class DraTenancy(pulumi.ComponentResource):
+    """The DRA model's classes, claim templates, RBAC and claim guard (``resourceModel: dra`` only)."""
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        namespaces: Mapping[str, pulumi.Resource],
+        depends_on: list[pulumi.Resource] | None = None,
+    ) -> None:
+        super().__init__("gpuaas:index:DraTenancy", name, None, opts)
+        after = list(depends_on or [])
+        created: dict[str, pulumi.CustomResource] = {}
+        objects = cluster_objects(cfg)
+        for role, manifest in objects.items():
+            if not role.endswith("-binding"):
+                created[role] = kube.apply(f"{name}-{role}", manifest, kube.child(self, after))
+        for role, manifest in objects.items():
+            if role.endswith("-binding"):
+                guard = created[role.replace("-binding", "-policy")]
+                kube.apply(f"{name}-{role}", manifest, kube.child(self, [guard, *after]))
+        for team in cfg.teams:
+            ns = namespaces[team.name]
+            for role, manifest in team_objects(team).items():
+                deps = [ns, created["role"]] if role == "rolebinding" else [ns]
+                kube.apply(f"{name}-{team.name}-{role}", manifest, kube.child(self, deps))
+        self.register_outputs({"policies": [CLAIMS_POLICY] + ([POOL_POLICY] if cfg.aks is not None else [])})

@@ -1,0 +1,60 @@
+"""The gate of the day-2 guards: values that wait for every guard to pass, and one report of all their problems.
+
+Each guard (:mod:`components.guards.mig`, :mod:`components.guards.fabric`,
+:mod:`components.guards.resource_model`) is a pure check of the config against the stack's last
+outputs; :func:`stop_on` fails the run with all their issues at once, and :func:`gated` holds back
+what a failed guard must never let reach the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+import pulumi
+
+from components.model.errors import ConfigError, Issue
+
+T = TypeVar("T")
+
+
+def stop_on(results: Sequence[tuple[list[Issue], list[str]]]) -> bool:
+    """Every day-2 guard's ``(issues, warnings)`` at once: log the warnings, stop on any issue.
+
+    Shared by the guards (this one, :mod:`components.guards.fabric`) so that one run reports
+    every problem of every guard together, as a bad config does.
+    """
+    issues = sorted(i for found, _w in results for i in found)
+    for _i, warnings in results:
+        for w in warnings:
+            pulumi.log.warn(w)
+    if issues:
+        raise pulumi.RunError(ConfigError(issues).render())
+    return True
+
+
+def string_map(name: str, value: object) -> Mapping[str, str] | None:
+    """The last run's output ``name`` as a map of strings; ``None`` (compare nothing) otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return value
+    pulumi.log.warn(f"the last run's {name} output is not a map of strings; its day-2 guard ignores it")
+    return None
+
+
+def gated(gate: pulumi.Output[bool] | None, value: T) -> pulumi.Input[T]:
+    """``value`` once ``gate`` has passed: when the guard fails, ``value`` is never sent."""
+    if gate is None:
+        return value
+    return gate.apply(lambda _: value)
+
+
+def once_applied(gate: pulumi.Output[bool], resources: Sequence[pulumi.CustomResource], value: T) -> pulumi.Output[T]:
+    """``value`` once the guard passed and every resource carrying the labels is applied.
+
+    Stack outputs are registered even when a run fails part-way (``pulumi up --skip-preview``,
+    the Automation API); exporting the new layouts only through this keeps a stopped run from
+    recording them, so the next run still compares against what the nodes really carry.
+    """
+    return pulumi.Output.all(gate, *[r.id for r in resources]).apply(lambda _: value)

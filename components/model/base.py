@@ -1,0 +1,21 @@
+"""The base of every config section: frozen, unknown keys refused, camelCase aliases."""
+
+from __future__ import annotations
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+)
+from pydantic.alias_generators import to_camel
+
+
+class Model(BaseModel):
+    """Base of every config node: immutable, unknown keys rejected, camelCase aliases."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        validate_default=True,
+    )

@@ -1,0 +1,48 @@
+"""The stack config model: one frozen pydantic tree for everything a stack can say.
+
+Types and defaults live here; cross-field rules live in :mod:`components.rules`; turning
+errors into ``gpuaas:<path>: <reason>`` lines lives in :mod:`components.model.errors`. Every key is
+camelCase in ``Pulumi.<stack>.yaml`` and snake_case in Python. Defaults are written once, here
+(versions come from :mod:`components.model.versions`).
+"""
+
+from __future__ import annotations
+
+from pydantic import (
+    Field,
+)
+
+from components.model.base import Model
+from components.model.gpu_operator import GpuOperator
+from components.model.network import Network
+from components.model.platform import AksPlatform, OnPremPlatform, Platform
+from components.model.queues import Queues
+from components.model.teams import Team
+from components.model.verification import Verification
+from components.model.versions import Versions
+
+
+class QuotaPolicy(Model):
+    #: Allow the sum of team quotas to exceed what the fleet has.
+    allow_oversubscription: bool = False
+
+
+class StackConfig(Model):
+    """The whole stack. Each field is one ``gpuaas:<key>`` in ``Pulumi.<stack>.yaml``."""
+
+    platform: Platform
+    versions: Versions = Versions()
+    network: Network = Network()
+    gpu_operator: GpuOperator = GpuOperator()
+    teams: list[Team] = Field(default_factory=list)
+    quota_policy: QuotaPolicy = QuotaPolicy()
+    queues: Queues = Queues()
+    verification: Verification = Verification()
+
+    @property
+    def onprem(self) -> OnPremPlatform | None:
+        return self.platform if isinstance(self.platform, OnPremPlatform) else None
+
+    @property
+    def aks(self) -> AksPlatform | None:
+        return self.platform if isinstance(self.platform, AksPlatform) else None

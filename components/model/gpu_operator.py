@@ -1,0 +1,40 @@
+"""``gpuaas:gpuOperator``: the NVIDIA GPU Operator and the GPU resource model (device plugin or DRA)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from components.model.base import Model
+from components.model.types import (
+    DnsLabel,
+    PositiveInt,
+)
+
+
+class DraOptions(Model):
+    """Options of the DRA resource model (``gpuOperator.resourceModel: dra``)."""
+
+    #: Alpha: the DRA driver creates MIG partitions on demand (its ``DynamicMIG`` feature gate,
+    #: driver v0.3+) instead of the node groups' static layouts, which must then be left out
+    #: ("MIG partitions the driver did not create are destroyed", dra-driver-nvidia-gpu MIG guide).
+    dynamic_mig: bool = False
+    #: With ``dynamicMig`` on Kubernetes 1.34–1.35: the cluster's kube-apiserver and kube-scheduler
+    #: run with the ``DRAPartitionableDevices`` feature gate (alpha; on by default from 1.36).
+    partitionable_devices_enabled: bool = False
+
+
+class GpuOperator(Model):
+    """NVIDIA GPU Operator."""
+
+    namespace: DnsLabel = "gpu-operator"
+    mig_strategy: Literal["single", "mixed"] = "mixed"
+    #: ``dmabuf`` (open kernel modules, NVIDIA's recommendation) or legacy ``peermem``.
+    gpudirect: Literal["dmabuf", "peermem"] = "dmabuf"
+    #: ``None``: derived per platform (host driver on-prem, operator driver on AKS).
+    driver_enabled: bool | None = None
+    helm_timeout_seconds: PositiveInt = 1800
+    #: How pods get GPUs: ``devicePlugin`` (ClusterPolicy; ``nvidia.com/gpu`` extended resources)
+    #: or ``dra`` (GPUCluster; ResourceClaims through the NVIDIA DRA driver, Kubernetes 1.34+).
+    #: A running stack does not switch: GPUCluster is greenfield only (see components/model/dra.py).
+    resource_model: Literal["devicePlugin", "dra"] = "devicePlugin"
+    dra: DraOptions = DraOptions()

@@ -1,0 +1,80 @@
+"""``gpuaas:network``: the NVIDIA Network Operator, its NicClusterPolicy and the RDMA node agents."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import (
+    Field,
+    TypeAdapter,
+    model_validator,
+)
+
+from components.model.base import Model
+from components.model.grammar import extended_resource_problem
+from components.model.types import (
+    DnsLabel,
+    LabelKey,
+    LabelValue,
+    PositiveInt,
+)
+
+LabelKeyCheck: TypeAdapter[str] = TypeAdapter(LabelKey)
+
+
+class Toleration(Model):
+    """A pod toleration; validated as the API server does (core/validation ValidateTolerations)."""
+
+    key: str
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: LabelValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+    @model_validator(mode="after")
+    def _api_rules(self) -> Toleration:
+        if self.key == "" and self.operator != "Exists":
+            raise ValueError("an empty key tolerates every taint and needs operator Exists")
+        if self.key != "":
+            LabelKeyCheck.validate_python(self.key)
+        if self.operator == "Exists" and self.value:
+            raise ValueError(f"value {self.value!r} must be empty with operator Exists (or use operator Equal)")
+        return self
+
+
+class Network(Model):
+    """NVIDIA Network Operator and the NicClusterPolicy."""
+
+    namespace: DnsLabel = "nvidia-network-operator"
+    #: The Network Operator chart's NodeFeatureRule (vendor 15b3, class Ethernet or InfiniBand) that
+    #: labels Mellanox nodes ``feature.node.kubernetes.io/pci-15b3.present``; the AKS guide turns it off.
+    deploy_node_feature_rules: bool = True
+    #: gpuaas's own NodeFeatureRule in place of the chart's when ``deployNodeFeatureRules`` is off:
+    #: InfiniBand devices only (AKS: the IB VFs, as Azure/aks-rdma-infiniband's; on-prem: IB class).
+    node_feature_rule: bool = True
+    #: ``host``: DOCA-OFED preinstalled on the nodes; ``container``: the operator's doca-driver.
+    ofed_driver: Literal["host", "container"] = "host"
+    #: Where the RDMA shared device plugin comes from; one source per cluster, never both.
+    rdma_shared_device_plugin: Literal["nic-cluster-policy", "standalone", "none"] = "nic-cluster-policy"
+    rdma_resource_prefix: str = "rdma"
+    #: Letters and digits only: the plugin allows ``[A-Za-z0-9_]`` (k8s-rdma-shared-dev-plugin
+    #: ``validResourceName``), and the cluster autoscaler reads every ``_`` of a node-template tag
+    #: as ``/`` (components/clusters/aks.py), so ``hca_shared_devices_a`` cannot scale an AKS pool from zero.
+    rdma_resource_name: str = "hcashared"
+    rdma_hca_max: PositiveInt = 1000
+    #: Node selector of the RDMA node DaemonSets (ib-node-config, SR-IOV host config).
+    node_selector: dict[LabelKey, LabelValue] = Field(
+        default_factory=lambda: {"feature.node.kubernetes.io/pci-15b3.present": "true"}
+    )
+    tolerations: list[Toleration] = Field(default_factory=lambda: [Toleration(key="nvidia.com/gpu")])
+    #: Seconds a Helm release may take before it is rolled back (driver builds are slow).
+    helm_timeout_seconds: PositiveInt = 1200
+
+    @model_validator(mode="after")
+    def _extended_resource(self) -> Network:
+        name = f"{self.rdma_resource_prefix}/{self.rdma_resource_name}"
+        problem = extended_resource_problem(name)
+        if problem:
+            raise ValueError(
+                f"rdmaResourcePrefix/rdmaResourceName make {name!r}, not a Kubernetes extended resource name: {problem}"
+            )
+        return self

@@ -1,0 +1,72 @@
+"""Extended-resource names: the one place a partition or GPU share becomes a resource string.
+
+The SR-IOV device plugin, the NetworkAttachmentDefinition annotation, the ResourceQuota and the
+verification Jobs all call these functions, so a team's partition has exactly one spelling.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from components.model.types import FULL_MEMBER_BIT
+
+GPU: Final = "nvidia.com/gpu"
+#: Time-sliced replicas are advertised under a separate name (``renameByDefault: true``) so that
+#: quotas can tell a whole GPU from a share (NVIDIA/k8s-device-plugin README, "Shared Access").
+GPU_SHARED: Final = "nvidia.com/gpu.shared"
+SRIOV_PREFIX: Final = "nvidia.com"
+
+MigStrategy = Literal["single", "mixed"]
+
+#: Label on every object gpuaas creates (app.kubernetes.io recommended labels).
+PART_OF: Final = {"app.kubernetes.io/part-of": "gpuaas"}
+
+
+def pod_security_labels(level: Literal["privileged", "baseline", "restricted"]) -> dict[str, str]:
+    """Pod Security Admission labels for ``level``; ``audit``/``warn`` match ``enforce`` so the API
+    server neither warns on every rollout nor audits what it already enforces."""
+    return {f"pod-security.kubernetes.io/{mode}": level for mode in ("enforce", "audit", "warn")}
+
+
+def mig_resource(profile: str) -> str:
+    """Resource of one MIG profile under the ``mixed`` strategy, e.g. ``nvidia.com/mig-1g.10gb``."""
+    return f"nvidia.com/mig-{profile}"
+
+
+def sriov_resource_name(pkey: int) -> str:
+    """Device-plugin ``resourceName`` of a partition's VF pool, e.g. ``sriov8001`` for 0x0001."""
+    return f"sriov{pkey | FULL_MEMBER_BIT:04x}"
+
+
+def sriov_resource(pkey: int) -> str:
+    """Full extended-resource name, e.g. ``nvidia.com/sriov8001``."""
+    return f"{SRIOV_PREFIX}/{sriov_resource_name(pkey)}"
+
+
+def rdma_shared_resource(prefix: str, name: str) -> str:
+    """The RDMA shared device plugin's resource, e.g. ``rdma/hca_shared_devices_a``."""
+    return f"{prefix}/{name}"
+
+
+#: Node label naming the node group (on-prem) or GPU pool (AKS) a node belongs to.
+NODE_GROUP_LABEL: Final = "gpuaas.io/node-group"
+#: The mig-parted config the GPU Operator's mig-manager applies to a node
+#: (NVIDIA GPU Operator docs, "GPU Operator with MIG").
+MIG_CONFIG_LABEL: Final = "nvidia.com/mig.config"
+#: The device-plugin config key of a node (NVIDIA/k8s-device-plugin README, "Multiple configs").
+DEVICE_PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
+#: Every label gpuaas owns on a GPU node; ``gpuPools[].labels`` may not set them.
+#: AKS puts this label on every node of an agent pool (AKS docs, "Use labels in an AKS cluster").
+AKS_POOL_LABEL: Final = "kubernetes.azure.com/agentpool"
+OWNED_NODE_LABELS: Final = frozenset({NODE_GROUP_LABEL, MIG_CONFIG_LABEL, DEVICE_PLUGIN_CONFIG_LABEL})
+#: The label NFD puts on Mellanox nodes (network-operator v26.4.1 templates/nodefeaturerules.yaml),
+#: which the DOCA driver DaemonSet requires (manifests/state-ofed-driver/0050_ofed-driver-ds.yaml).
+MELLANOX_LABEL: Final = "feature.node.kubernetes.io/pci-15b3.present"
+
+# --------------------------------------------------------------------------------------------
+# Names the program owns, which the rules keep free for it
+
+#: Namespace of the per-pool proofs (AKS, ``verification.aksPools``): pools have no team namespace.
+POOL_NAMESPACE: Final = "gpuaas-verify"
+#: The network name of gpuaas's Multus conf (:mod:`components.fabric.multus`); any other name is the primary CNI's.
+MULTUS_NETWORK: Final = "multus-cni-network"

@@ -1,0 +1,77 @@
+"""GPU sharing of a node group or GPU pool: a MIG layout or time-slicing (``mig``, ``timeSlicing``).
+
+:class:`GpuSharing` is the base of :class:`components.model.platform.NodeGroup` and
+:class:`components.model.platform.GpuPool`; what a layout offers is :mod:`components.model.capacity`'s.
+"""
+
+from __future__ import annotations
+
+from pydantic import (
+    field_validator,
+    model_validator,
+)
+
+from components.model.base import Model
+from components.model.catalog import GPU_MODELS
+from components.model.types import (
+    PositiveInt,
+)
+
+
+class MigConfig(Model):
+    """A MIG layout for every GPU of a node group: a named ``layout`` or explicit ``profiles``.
+
+    Neither means ``all-disabled``. Named layouts: ``all-disabled``, ``all-balanced``,
+    ``all-<profile>`` or ``<n>x<profile>`` terms joined by ``-`` (``1x4g.40gb-3x1g.10gb``).
+    """
+
+    layout: str | None = None
+    profiles: dict[str, PositiveInt] | None = None
+    #: Acknowledges that changing this layout evicts every GPU pod on the group's nodes. Without
+    #: it a run whose layout differs from the last run's stops (components/guards/mig.py).
+    reconfigure: bool = False
+
+    @model_validator(mode="after")
+    def _one_of(self) -> MigConfig:
+        if self.layout is not None and self.profiles is not None:
+            raise ValueError("set either layout or profiles, not both")
+        return self
+
+
+#: The kubelet's default ``maxPods`` (kubelet config reference): the most pods one node runs.
+MAX_TIME_SLICING_REPLICAS = 110
+
+
+class TimeSlicing(Model):
+    """Time-slicing: each GPU is advertised ``replicas`` times as ``nvidia.com/gpu.shared``."""
+
+    replicas: int
+
+    @field_validator("replicas")
+    @classmethod
+    def _at_least_one(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"time-slicing replicas must be at least 1 (got {v})")
+        # Each replica is a schedulable nvidia.com/gpu.shared device, and one pod takes one: a
+        # node runs at most 110 pods (the kubelet's default maxPods), so more replicas of one GPU
+        # are devices no pod can ever be given, only inflated capacity that quotas are checked against.
+        if v > MAX_TIME_SLICING_REPLICAS:
+            raise ValueError(
+                f"time-slicing replicas {v} exceed {MAX_TIME_SLICING_REPLICAS}: each replica is one pod's share of a "
+                f"GPU and a node runs at most {MAX_TIME_SLICING_REPLICAS} pods (kubelet maxPods default)"
+            )
+        return v
+
+
+class GpuSharing(Model):
+    """Fields shared by on-prem node groups and AKS GPU pools."""
+
+    mig: MigConfig = MigConfig()
+    time_slicing: TimeSlicing | None = None
+
+    @field_validator("gpu_model", check_fields=False)
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        if v not in GPU_MODELS:
+            raise ValueError(f"unknown GPU model {v!r}; allowed: {', '.join(GPU_MODELS)}")
+        return v

@@ -1,0 +1,94 @@
+"""``gpuaas:teams``: the tenants, each with a namespace, a quota and optionally an InfiniBand partition."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import (
+    Discriminator,
+    Field,
+    Tag,
+)
+
+from components.model.base import Model
+from components.model.queues import TeamQueue
+from components.model.types import (
+    AksPoolName,
+    DnsLabel,
+    LineText,
+    NonNegativeInt,
+    PKey,
+    PositiveInt,
+    Quantity,
+)
+
+
+class OnPremPartition(Model):
+    """A team's InfiniBand partition on-prem: its P_Key and the VF index bound to it on every HCA."""
+
+    pkey: PKey
+    vf_index: NonNegativeInt
+    ipoib: bool = True
+    #: Acknowledges that changing this ``pkey`` or ``vfIndex`` moves the team's VFs to another
+    #: partition or pool under its running pods. Without it such a run stops (components/guards/fabric.py).
+    reconfigure: bool = False
+
+
+class AksPartition(Model):
+    """On AKS a partition is a dedicated ND node pool: Azure assigns one P_Key per VMSS."""
+
+    node_pool: AksPoolName
+
+
+def _partition_kind(v: Any) -> str | None:
+    if isinstance(v, dict):
+        return "aks" if "nodePool" in v or "node_pool" in v else "onprem"
+    if isinstance(v, AksPartition):
+        return "aks"
+    if isinstance(v, OnPremPartition):
+        return "onprem"
+    return None
+
+
+Partition = Annotated[
+    Annotated[OnPremPartition, Tag("onprem")] | Annotated[AksPartition, Tag("aks")],
+    Discriminator(_partition_kind),
+]
+
+
+class Quota(Model):
+    """A team's quota. Extended resources are quota'd as ``requests.<resource>`` (Kubernetes docs)."""
+
+    gpus: NonNegativeInt = 0
+    #: MIG instances per profile name, e.g. ``{"1g.10gb": 4}`` (mixed strategy).
+    mig: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    time_sliced_gpus: NonNegativeInt = 0
+    #: On-prem: VFs of the team's partition; AKS: RDMA shared-device slots.
+    rdma: NonNegativeInt = 0
+    cpu: Quantity = "64"
+    memory: Quantity = "512Gi"
+    pods: PositiveInt = 200
+
+
+class Team(Model):
+    """A tenant: a namespace with a quota, RBAC for its groups, and optionally an IB partition."""
+
+    name: DnsLabel
+    #: Defaults to the team name.
+    namespace: DnsLabel | None = None
+    #: Identity-provider groups bound to the team's workload role.
+    groups: list[LineText] = Field(default_factory=list)
+    #: Pod Security ``privileged`` instead of ``baseline``: only for teams that truly need it.
+    privileged: bool = False
+    #: Pulumi ``protect`` on the namespace: deleting it deletes every workload and volume claim
+    #: of the team. To retire a team, set ``false``, run ``pulumi up``, then remove the team.
+    protect: bool = True
+    partition: Partition | None = None
+    quota: Quota = Quota()
+    queue: TeamQueue = TeamQueue()
+    #: Run the ib_write_bw and NCCL proofs for this team after every ``pulumi up``.
+    verify: bool = False
+
+    @property
+    def ns(self) -> str:
+        return self.namespace if self.namespace is not None else self.name

@@ -1,0 +1,119 @@
+"""Pinned versions of every chart and image, with the defaults gpuaas is tested against.
+
+This is the one place a default version is written: the ``gpuaas:versions`` section
+(:class:`Versions`, at the end) takes its defaults from the constants here, and users override
+them per stack. Upgrading: change a value here (or in the stack),
+run ``make plan`` and read the diff of ``plan/<stack>/helm`` and ``plan/<stack>/k8s``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from components.model.base import Model
+from components.model.types import ChartVersion, ImageDigest, ImageRepository, ImageTag, RepositoryUrl
+
+#: NVIDIA's Helm repository, home of both operator charts.
+#: https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html
+NVIDIA_HELM_REPO: Final = "https://helm.ngc.nvidia.com/nvidia"
+
+#: Network Operator chart; newest stable tag (shared/upstream/network-operator/v26.4.1).
+NETWORK_OPERATOR_CHART: Final = "v26.4.1"
+#: GPU Operator chart; newest release tag (shared/upstream/gpu-operator/v26.7.0).
+GPU_OPERATOR_CHART: Final = "v26.7.0"
+
+#: The first GPU Operator chart with the GPUCluster CR (DRA resource model); the DRA driver it
+#: names by default (gpu-operator v26.7.0 values.yaml ``draDriver``).
+GPU_OPERATOR_FIRST_GPUCLUSTER: Final = "v26.7.0"
+DRA_DRIVER_REPOSITORY: Final = "nvcr.io/nvidia"
+DRA_DRIVER: Final = "v0.5.0"
+#: DynamicResourceAllocation is GA (``resource.k8s.io/v1``, on by default) from Kubernetes 1.34.
+DRA_MIN_KUBERNETES: Final = (1, 34)
+
+#: Images of the NicClusterPolicy operands, as in network-operator v26.4.1
+#: example/crs/mellanox.com_v1alpha1_nicclusterpolicy_cr-full.yaml.
+MELLANOX_REPOSITORY: Final = "nvcr.io/nvidia/mellanox"
+NETWORK_OPERATOR_COMPONENTS: Final = "network-operator-v26.4.1"
+#: DOCA driver container; the operator appends ``-<os><ver>-<arch>`` (Azure/aks-rdma-infiniband nic.yaml).
+DOCA_DRIVER: Final = "doca3.4.1-26.04-1.1.0.0-1"
+
+#: ib-sriov CNI binary installer (k8snetworkplumbingwg/ib-sriov-cni v1.3.0, the newest release);
+#: the NicClusterPolicy has no ib-sriov field, so gpuaas installs the binary itself.
+IB_SRIOV_CNI_IMAGE: Final = "ghcr.io/k8snetworkplumbingwg/ib-sriov-cni"
+IB_SRIOV_CNI: Final = "v1.3.0"
+
+#: Standalone RDMA shared device plugin (Mellanox/k8s-rdma-shared-dev-plugin v1.5.3).
+RDMA_SHARED_DP_IMAGE: Final = "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin"
+RDMA_SHARED_DP: Final = "v1.5.3"
+
+#: Host-tool image for the privileged node DaemonSets (ib-node-config, SR-IOV host config):
+#: needs bash and util-linux's nsenter, nothing else.
+NODE_TOOLS_IMAGE: Final = "docker.io/library/debian"
+NODE_TOOLS: Final = "12.12-slim"
+
+#: OpenSM in-cluster (opt-in): an image that carries NVIDIA's OpenSM (virt_enabled support).
+OPENSM_IMAGE: Final = "nvcr.io/nvidia/mellanox/opensm"
+OPENSM: Final = "5.23.0"
+
+#: Verification workloads: perftest (ib_write_bw) and PyTorch with NCCL.
+PERFTEST_IMAGE: Final = "ghcr.io/azure/aks-rdma-infiniband/ibtools"
+#: Azure/aks-rdma-infiniband publishes this image as ``latest`` only (.github/workflows/build-ibtools-image.yaml:
+#: ``type=raw,value=latest`` plus a date tag for ``schedule`` events, and the workflow has no schedule
+#: trigger), so it is pinned by digest. The digest is the one a public AKS RDMA lab pins for this image
+#: (found through code search, Network Operator 26.4.0 era); it was not re-read from ghcr.io here (no
+#: registry access): check it with ``crane digest`` before the first run, and mirror it (README).
+PERFTEST: Final[str | None] = None
+PERFTEST_DIGEST: Final = "sha256:dcc502375af37e42dcdd75f758d406282007ff01590551822dafc03d740e02ce"
+PYTORCH_IMAGE: Final = "nvcr.io/nvidia/pytorch"
+PYTORCH: Final = "25.10-py3"
+
+#: AKS Kubernetes version pinned for new clusters.
+AKS_KUBERNETES: Final = "1.33.5"
+
+#: Kueue (elastic team quotas): the chart at registry.k8s.io, and the manager image of the same
+#: release (kubernetes-sigs/kueue v0.19.2; CRDs in shared/upstream/kueue/v0.19.2).
+KUEUE_CHART_REF: Final = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_CHART: Final = "0.19.2"
+KUEUE_IMAGE: Final = "registry.k8s.io/kueue/kueue"
+KUEUE: Final = "v0.19.2"
+
+
+# --------------------------------------------------------------------------------------------
+# The section
+
+
+class Versions(Model):
+    """Pinned chart and image versions (``gpuaas:versions``). Defaults: the constants above."""
+
+    helm_repository: RepositoryUrl = NVIDIA_HELM_REPO
+    network_operator_chart: ChartVersion = NETWORK_OPERATOR_CHART
+    gpu_operator_chart: ChartVersion = GPU_OPERATOR_CHART
+    mellanox_repository: ImageRepository = MELLANOX_REPOSITORY
+    network_operator_components: ImageTag = NETWORK_OPERATOR_COMPONENTS
+    doca_driver: ImageTag = DOCA_DRIVER
+    ib_sriov_cni_image: ImageRepository = IB_SRIOV_CNI_IMAGE
+    ib_sriov_cni: ImageTag = IB_SRIOV_CNI
+    rdma_shared_device_plugin_image: ImageRepository = RDMA_SHARED_DP_IMAGE
+    rdma_shared_device_plugin: ImageTag = RDMA_SHARED_DP
+    node_tools_image: ImageRepository = NODE_TOOLS_IMAGE
+    node_tools: ImageTag = NODE_TOOLS
+    opensm_image: ImageRepository = OPENSM_IMAGE
+    opensm: ImageTag = OPENSM
+    perftest_image: ImageRepository = PERFTEST_IMAGE
+    #: A pinned tag of ``perftestImage``; unset where the digest pins it (upstream tags only ``latest``).
+    perftest: ImageTag | None = PERFTEST
+    #: ``sha256:…``; wins over the tag when both are set (the runtime pulls by digest).
+    perftest_digest: ImageDigest | None = PERFTEST_DIGEST
+    pytorch_image: ImageRepository = PYTORCH_IMAGE
+    pytorch: ImageTag = PYTORCH
+    #: GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default.
+    gpu_driver: ImageTag | None = None
+    #: NVIDIA DRA driver for GPUs (``gpuOperator.resourceModel: dra``): repository and tag of the
+    #: ``dra-driver-nvidia-gpu`` image the GPUCluster names.
+    dra_driver_repository: str = DRA_DRIVER_REPOSITORY
+    dra_driver: ImageTag = DRA_DRIVER
+    #: Kueue (``gpuaas:queues``): its chart (an OCI reference, no repository) and manager image.
+    kueue_chart: ChartVersion = KUEUE_CHART
+    kueue_chart_ref: str = KUEUE_CHART_REF
+    kueue_image: str = KUEUE_IMAGE
+    kueue: ImageTag = KUEUE

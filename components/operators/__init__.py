@@ -1,0 +1,1 @@
+"""The NVIDIA operators: Network Operator and NicClusterPolicy, RDMA shared device plugin, GPU Operator."""

@@ -1,0 +1,53 @@
+"""The GPUCluster CR of the DRA resource model (``gpuOperator.resourceModel: dra``).
+
+Why DRA and what it needs are in :mod:`components.model.dra`'s docstring; the chart values that
+leave the ClusterPolicy out are :func:`components.operators.gpu_operator.dra_values`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from components.k8s import Manifest
+from components.model.config import StackConfig
+from components.model.dra import dynamic_mig
+from components.model.resources import PART_OF
+
+#: The GPUCluster is a singleton: "metadata.name must be 'gpu-cluster'" (its CRD's CEL rule).
+GPU_CLUSTER: Final = "gpu-cluster"
+DRA_DRIVER_IMAGE: Final = "dra-driver-nvidia-gpu"
+
+
+def gpu_cluster(cfg: StackConfig, driver_enabled: bool) -> Manifest:
+    """The GPUCluster CR (gpu-operator v26.7.0 api/nvidia/v1alpha1; CRD nvidia.com_gpuclusters.yaml).
+
+    - ``draDriver``: the pinned driver image; ``computeDomains.enabled: false`` — gpuaas gives
+      teams no ComputeDomain (multi-node NVLink) claims, so its controller is not run;
+      ``featureGates.DynamicMIG`` with ``gpuOperator.dra.dynamicMig`` (alpha).
+    - ``hostPaths.driverInstallDir``: ``/`` for a host-installed driver, ``/run/nvidia/driver``
+      where the operator's NVIDIADriver installs it (the CR sample's and chart's default).
+    - ``daemonsets``: node-critical, and tolerating the ``nvidia.com/gpu`` taint of GPU pools.
+    """
+    v = cfg.versions
+    dra_driver: dict[str, Any] = {
+        "repository": v.dra_driver_repository,
+        "image": DRA_DRIVER_IMAGE,
+        "version": v.dra_driver,
+        "computeDomains": {"enabled": False},
+    }
+    if dynamic_mig(cfg):
+        # Rendered as FEATURE_GATES on the driver's containers (GPUCluster CRD draDriver.featureGates).
+        dra_driver["featureGates"] = {"DynamicMIG": True}
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "GPUCluster",
+        "metadata": {"name": GPU_CLUSTER, "labels": dict(PART_OF)},
+        "spec": {
+            "draDriver": dra_driver,
+            "hostPaths": {"driverInstallDir": "/run/nvidia/driver" if driver_enabled else "/"},
+            "daemonsets": {
+                "priorityClassName": "system-node-critical",
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
+        },
+    }

@@ -1,0 +1,289 @@
+"""NVIDIA GPU Operator: its namespace, our MIG and device-plugin ConfigMaps, and the Helm release.
+
+Everything the chart is told is derived from the stack config by pure functions
+(:func:`gpu_operator_values`, :func:`mig_parted_configmap`, :func:`device_plugin_configmap`);
+:class:`GpuOperator` only registers them. Key paths follow gpu-operator v26.7.0
+``deployments/gpu-operator/values.yaml`` (../shared/upstream/gpu-operator/v26.7.0/values.yaml) and the
+ClusterPolicy CRD they are rendered into; the tests check every path and enum against both.
+
+MIG and time-slicing are selected per node by two labels (set by :mod:`components.clusters.onprem_nodes`
+on-prem and by the AgentPool on AKS): ``nvidia.com/mig.config`` names a config in our mig-parted
+ConfigMap, ``nvidia.com/device-plugin.config`` a key of our device-plugin ConfigMap
+(GPU Operator docs "GPU Operator with MIG" and "Time-Slicing GPUs in Kubernetes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components import k8s as kube
+from components.guards.gate import gated
+from components.model import dra, resources
+from components.model.capacity import (
+    DEVICE_PLUGIN_DEFAULT_CONFIG,
+    device_plugin_config_name,
+    layout_name,
+    mig_counts,
+    sharing_groups,
+)
+from components.model.config import StackConfig
+from components.model.mig import DISABLED, mig_parted_config
+from components.operators import gpu_cluster
+
+#: Our mig-parted ConfigMap. Naming one turns off MIG Manager's per-node generated configs
+#: (GPU Operator >= v26.3.0), so every node sees exactly the layouts the stack declares.
+MIG_CONFIGMAP = "gpuaas-mig-parted-config"
+#: The key MIG Manager reads; a custom ConfigMap "MUST have a key named config.yaml" (values.yaml).
+MIG_CONFIG_KEY = "config.yaml"
+#: Our device-plugin (and GFD) ConfigMap: one key per node group plus the unlabelled-node default.
+DEVICE_PLUGIN_CONFIGMAP = "gpuaas-time-slicing-config"
+#: Helm release name; a contract (renaming it reinstalls the operator).
+RELEASE_NAME = "gpu-operator"
+CHART = "gpu-operator"
+PART_OF = resources.PART_OF
+
+
+# --------------------------------------------------------------------------------------------
+# Pure renderers
+
+
+def driver_enabled(cfg: StackConfig) -> bool:
+    """Whether the operator installs the GPU driver. Defaults to the platform's convention.
+
+    On-prem the first seed ships the driver on the host. On AKS the GPU pools are created with the
+    AKS driver install skipped (``gpu_profile.driver=None``), and the AKS-managed driver and the
+    operator's driver "are mutually exclusive" (Azure/aks-rdma-infiniband docs 02-gpu-drivers.md),
+    so the operator must bring it.
+    """
+    if cfg.gpu_operator.driver_enabled is not None:
+        return cfg.gpu_operator.driver_enabled
+    return cfg.aks is not None
+
+
+def rdma_values(cfg: StackConfig) -> dict[str, bool]:
+    """``driver.rdma``: the legacy nvidia-peermem path on or off, and where MOFED comes from.
+
+    ``driver.rdma.enabled`` deploys nvidia-peermem (the ``nvidia-peermem-ctr`` sidecar), which only
+    the legacy ``peermem`` path needs; DMA-BUF needs no module at all. ``useHostMofed`` tells that
+    sidecar to use a MOFED installed on the host instead of the Network Operator's driver container
+    (NVIDIA GPU Operator docs, "GPUDirect RDMA and GPUDirect Storage", gpu-operator-rdma.html), so it
+    is true only for a host OFED with peermem on. Azure/aks-rdma-infiniband's gpu-operator values set
+    ``rdma.enabled: true`` and no ``useHostMofed`` because their OFED is the containerized DOCA driver.
+    """
+    enabled = cfg.gpu_operator.gpudirect == "peermem"
+    return {"enabled": enabled, "useHostMofed": enabled and cfg.network.ofed_driver == "host"}
+
+
+def mig_layouts(cfg: StackConfig) -> dict[str, dict[str, int]]:
+    """Every node group's layout by the config name its nodes are labelled with.
+
+    One name has one layout; :func:`components.rules.check` refuses a stack where a name such as
+    ``all-balanced`` means different profiles on two GPU models.
+    """
+    layouts: dict[str, dict[str, int]] = {DISABLED: {}}
+    for _where, _group, sharing, model in sharing_groups(cfg):
+        layouts[layout_name(sharing)] = mig_counts(sharing, model)
+    return dict(sorted(layouts.items()))
+
+
+def mig_parted_configmap(cfg: StackConfig) -> dict[str, Any]:
+    """Our mig-parted ConfigMap; ``config.yaml`` is dumped with sorted keys so it never churns.
+
+    Stable bytes matter: a changed ConfigMap is a diff in ``pulumi preview``, and a MIG layout
+    change evicts every GPU pod on the nodes it applies to (GPU Operator MIG docs).
+    """
+    text = yaml.safe_dump(mig_parted_config(mig_layouts(cfg)), sort_keys=True, default_flow_style=False)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": MIG_CONFIGMAP, "namespace": cfg.gpu_operator.namespace, "labels": dict(PART_OF)},
+        "data": {MIG_CONFIG_KEY: text},
+    }
+
+
+def device_plugin_configs(cfg: StackConfig) -> dict[str, dict[str, Any]]:
+    """k8s-device-plugin configs (``version: v1``) by key: one per group and ``default``.
+
+    Every config carries ``flags.migStrategy`` so the plugin and GFD agree with ClusterPolicy
+    ``mig.strategy``. Time-sliced groups set ``renameByDefault: true`` so replicas are advertised as
+    ``nvidia.com/gpu.shared`` (:data:`components.model.resources.GPU_SHARED`, what team quotas name) and
+    ``failRequestsGreaterThanOne: true`` because a request for two shares gets no more compute
+    (NVIDIA/k8s-device-plugin README, "Shared Access to GPUs with CUDA Time-Slicing").
+    """
+    strategy = cfg.gpu_operator.mig_strategy
+
+    def plain() -> dict[str, Any]:
+        return {"version": "v1", "flags": {"migStrategy": strategy}}
+
+    configs: dict[str, dict[str, Any]] = {DEVICE_PLUGIN_DEFAULT_CONFIG: plain()}
+    for _where, group, sharing, _model in sharing_groups(cfg):
+        config = plain()
+        if sharing.time_slicing is not None:
+            config["sharing"] = {
+                "timeSlicing": {
+                    "renameByDefault": True,
+                    "failRequestsGreaterThanOne": True,
+                    "resources": [{"name": resources.GPU, "replicas": sharing.time_slicing.replicas}],
+                }
+            }
+        configs[device_plugin_config_name(group)] = config
+    return dict(sorted(configs.items()))
+
+
+def device_plugin_configmap(cfg: StackConfig) -> dict[str, Any]:
+    """Our device-plugin ConfigMap: "a ConfigMap whose keys are config names" (GPU Operator time-slicing docs)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": DEVICE_PLUGIN_CONFIGMAP,
+            "namespace": cfg.gpu_operator.namespace,
+            "labels": dict(PART_OF),
+        },
+        "data": {
+            key: yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
+            for key, config in device_plugin_configs(cfg).items()
+        },
+    }
+
+
+def namespace_manifest(cfg: StackConfig) -> dict[str, Any]:
+    """The operator namespace, Pod Security ``privileged``: the driver, toolkit, device plugin and
+    MIG Manager pods are privileged host agents (GPU Operator getting-started, "Pod Security
+    Admission"). ``audit``/``warn`` match so rollouts do not warn."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": cfg.gpu_operator.namespace,
+            "labels": {**PART_OF, **resources.pod_security_labels("privileged")},
+        },
+    }
+
+
+def gpu_operator_values(cfg: StackConfig) -> dict[str, Any]:
+    """Helm values of the gpu-operator chart; every other key keeps the chart's default.
+
+    - ``nfd.enabled: false``: the Network Operator already runs NFD, and two NFD deployments fight
+      over the same node labels (Azure/aks-rdma-infiniband configs/values/gpu-operator does the same).
+    - ``driver``: see :func:`driver_enabled` and :func:`rdma_values`. With ``dmabuf``, NVIDIA's
+      recommended GPUDirect path, ``kernelModuleType: open`` because DMA-BUF needs the open kernel
+      modules (``auto`` picks them only on newer branches; GPU Operator RDMA docs). A host driver
+      must likewise be the open flavour. ``version`` is set only when the stack pins one.
+    - ``migManager.config`` / ``devicePlugin.config``: our ConfigMaps (``create: false``: we own
+      them, so a MIG layout change is a ConfigMap diff rather than a Helm upgrade).
+    """
+    go = cfg.gpu_operator
+    driver: dict[str, Any] = {"enabled": driver_enabled(cfg), "rdma": rdma_values(cfg)}
+    if go.gpudirect == "dmabuf":
+        driver["kernelModuleType"] = "open"
+    if cfg.versions.gpu_driver is not None:
+        driver["version"] = cfg.versions.gpu_driver
+    if dra.uses_dra(cfg):
+        return dra_values(cfg, driver)
+    return {
+        "nfd": {"enabled": False},
+        "driver": driver,
+        "mig": {"strategy": go.mig_strategy},
+        "migManager": {"config": {"create": False, "name": MIG_CONFIGMAP, "default": DISABLED}},
+        "devicePlugin": {
+            "config": {"create": False, "name": DEVICE_PLUGIN_CONFIGMAP, "default": DEVICE_PLUGIN_DEFAULT_CONFIG}
+        },
+    }
+
+
+def dra_values(cfg: StackConfig, driver: dict[str, Any]) -> dict[str, Any]:
+    """Chart values of the DRA resource model: no ClusterPolicy, and gpuaas's own GPUCluster.
+
+    ``clusterPolicy.deployCR: false`` because a ClusterPolicy and a GPUCluster "may not exist at the
+    same time" (gpu-operator v26.7.0 controllers/gpucluster_controller.go). ``gpuCluster.deployCR:
+    false`` too: gpuaas applies the GPUCluster itself (:func:`components.operators.gpu_cluster.gpu_cluster`), so it is
+    one object in the plan, checked against the CRD, with one owner; the chart's copy would carry
+    ``helm.sh/resource-policy: keep`` and outlive the release. The operator's GPUCluster controller
+    runs either way (cmd/gpu-operator/main.go registers it unconditionally). GPUCluster installs no
+    GPU driver: where the operator brings it (AKS), it does so through an NVIDIADriver CR, which
+    the chart refuses to leave out ("the NVIDIADriver CRD must be enabled when deploying a
+    GPUCluster CR", templates/validations.yaml); its default CR takes ``driver.*`` as before.
+    """
+    if driver["enabled"]:
+        driver = {**driver, "nvidiaDriverCRD": {"enabled": True, "deployDefaultCR": True}}
+    return {
+        "nfd": {"enabled": False},
+        "driver": driver,
+        "clusterPolicy": {"deployCR": False},
+        "gpuCluster": {"deployCR": False},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Shell
+
+
+class GpuOperator(pulumi.ComponentResource):
+    """The GPU Operator release with the namespace and ConfigMaps it reads.
+
+    ``depends_on`` orders the release after the NicClusterPolicy: GPUDirect RDMA needs the NIC
+    driver (host or DOCA container) up before the GPU driver stack starts (GPU Operator RDMA docs).
+    ``configs`` are what node labels must wait for: a label naming a config that does not exist
+    yet makes MIG Manager fail the node. ``gate``: the day-2 MIG guard; the MIG ConfigMap's
+    content waits for it.
+    """
+
+    namespace: pulumi.CustomResource
+    mig_config: pulumi.CustomResource
+    device_plugin_config: pulumi.CustomResource | None
+    release: k8s.helm.v3.Release
+    gpu_cluster: pulumi.CustomResource | None
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        depends_on: Sequence[pulumi.Resource] = (),
+        gate: pulumi.Output[bool] | None = None,
+    ) -> None:
+        super().__init__("gpuaas:index:GpuOperator", name, None, opts)
+        self.namespace = kube.apply(f"{name}-namespace", namespace_manifest(cfg), kube.child(self))
+        in_ns = kube.child(self, [self.namespace])
+        mig_configs = mig_parted_configmap(cfg)
+        # A changed layout drops the old one from this ConfigMap: it waits on the MIG guard too.
+        mig_configs["data"] = gated(gate, mig_configs["data"])
+        self.mig_config = kube.apply(f"{name}-mig-config", mig_configs, in_ns)
+        # DRA: no device plugin reads it (and GPUCluster runs no MIG Manager: the mig-parted config
+        # above is then what the hosts apply before the driver starts, components/model/dra.py).
+        self.device_plugin_config = (
+            None
+            if dra.uses_dra(cfg)
+            else kube.apply(f"{name}-device-plugin-config", device_plugin_configmap(cfg), in_ns)
+        )
+        self.release = kube.helm_release(
+            f"{name}-release",
+            release=RELEASE_NAME,
+            chart=CHART,
+            version=cfg.versions.gpu_operator_chart,
+            repository=cfg.versions.helm_repository,
+            namespace=cfg.gpu_operator.namespace,
+            # The values wait on the day-2 guards too: a resource-model switch (ClusterPolicy off)
+            # must stop before the chart hears of it (components/model/dra.py model_switch_issues).
+            values={k: gated(gate, v) for k, v in gpu_operator_values(cfg).items()},
+            timeout=cfg.gpu_operator.helm_timeout_seconds,
+            opts=kube.child(self, [self.namespace, *self.configs, *depends_on]),
+        )
+        self.gpu_cluster = None
+        if dra.uses_dra(cfg):
+            # After the release: its CRD and the controller that reconciles it come with the chart.
+            manifest = gpu_cluster.gpu_cluster(cfg, driver_enabled(cfg))
+            self.gpu_cluster = kube.apply(f"{name}-gpu-cluster", manifest, kube.child(self, [self.release]))
+        self.register_outputs({"namespace": cfg.gpu_operator.namespace, "release": self.release.name})
+
+    @property
+    def configs(self) -> list[pulumi.Resource]:
+        """The MIG and device-plugin ConfigMaps the node labels name."""
+        return [c for c in (self.mig_config, self.device_plugin_config) if c is not None]

@@ -1,0 +1,238 @@
+"""Compare two offline plans: what was added, changed and removed, per team and per component.
+
+``python -m components.plandiff --stack onprem --base <git ref | plan folder> [--head <plan folder>]``
+(``make diff BASE=…``) plans the base (a git ref is exported with ``git archive`` and planned with
+its own code) and the working tree (with the base's outputs as the stack's last run, so the
+day-2 guards fire as in ``pulumi up``), then prints:
+
+1. the counts, then per team and per component the files added (``+``), changed (``~``) and
+   removed (``-``) — grouped by the plan's ``index.yaml``;
+2. the unified diff of every changed file (``--- base/<path>`` / ``+++ head/<path>``).
+
+Exit status: 0 no change, 1 changes (like ``diff``), 2 a problem. The report, and both plan
+trees, are written under ``--out`` (``plan.diff``, ``base/``, ``head/``).
+"""
+
+from __future__ import annotations
+
+from components.plan.writer import plan_target, write_plan
+
+import argparse
+import difflib
+import io
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pulumi
+import yaml
+
+from components.model.errors import ConfigError, Issue
+from components.plan.offline import ROOT
+from components.plan.writer import INDEX, PLAN_MARKERS
+
+#: Files every plan has that say nothing an object diff does not (the summary is read on its own).
+_NOT_OBJECTS = (INDEX,)
+
+
+def read_tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (a plan folder), relative path → text; ``{}`` when it is absent."""
+    if not root.is_dir():
+        return {}
+    return {
+        p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _index(files: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    try:
+        data = yaml.safe_load(files.get(INDEX, "")) or {}
+    except yaml.YAMLError:
+        return {}
+    return {str(k): v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+
+@dataclass
+class PlanDiff:
+    """Paths added, changed and removed between two plan trees, and whom each belongs to."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    owner: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.changed or self.removed)
+
+
+def compare(base: Mapping[str, str], head: Mapping[str, str]) -> PlanDiff:
+    """Pure: the file-level diff of two plans, each path owned by (team, component).
+
+    Owners come from the head's index, then the base's (a removed file is only in the base);
+    a plan written before plans had an index groups its files under ``(unindexed)``.
+    """
+    index = {**_index(base), **_index(head)}
+    out = PlanDiff()
+    for path in sorted(set(base) | set(head)):
+        if path in _NOT_OBJECTS:
+            continue
+        if path not in base:
+            out.added.append(path)
+        elif path not in head:
+            out.removed.append(path)
+        elif base[path] != head[path]:
+            out.changed.append(path)
+        else:
+            continue
+        entry = index.get(path, {})
+        team = entry.get("team")
+        out.owner[path] = (str(team) if team else None, str(entry.get("component", "(unindexed)")))
+    return out
+
+
+def _counts(added: int, changed: int, removed: int) -> str:
+    return f"{added} added, {changed} changed, {removed} removed"
+
+
+def render(diff: PlanDiff, base: Mapping[str, str], head: Mapping[str, str], title: str) -> str:
+    """The report: counts, the grouped file list, then the unified diffs."""
+    lines = [title, _counts(len(diff.added), len(diff.changed), len(diff.removed))]
+    if diff.empty:
+        lines.append("No change to the offline plan.")
+        return "\n".join(lines) + "\n"
+    marks = {**dict.fromkeys(diff.added, "+"), **dict.fromkeys(diff.changed, "~"), **dict.fromkeys(diff.removed, "-")}
+    groups: dict[tuple[int, str], list[str]] = defaultdict(list)
+    for path in sorted(marks):
+        team, component = diff.owner[path]
+        key = (0, f"team {team}") if team else (1, f"component {component}")
+        groups[key].append(path)
+    for (_order, name), paths in sorted(groups.items()):
+        n = [sum(marks[p] == m for p in paths) for m in "+~-"]
+        lines += ["", f"{name}: {_counts(*n)}"]
+        for path in paths:
+            team, component = diff.owner[path]
+            suffix = f"  ({component})" if team else ""
+            lines.append(f"  {marks[path]} {path}{suffix}")
+    lines.append("")
+    text = "\n".join(lines) + "\n"
+    for path in sorted(marks):
+        text += "".join(
+            difflib.unified_diff(
+                base.get(path, "").splitlines(keepends=True),
+                head.get(path, "").splitlines(keepends=True),
+                fromfile=f"base/{path}" if path in base else "/dev/null",
+                tofile=f"head/{path}" if path in head else "/dev/null",
+            )
+        )
+        if not text.endswith("\n"):
+            text += "\n\\ No newline at end of file\n"
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# The shell: plan a git ref or take a folder
+
+
+def _plan_folder(folder: Path, stack: str) -> Path | None:
+    """``folder`` itself or ``folder/<stack>`` when it holds a plan (its marker files)."""
+    for candidate in (folder, folder / stack):
+        if all((candidate / m).is_file() for m in PLAN_MARKERS):
+            return candidate
+    return None
+
+
+def plan_ref(ref: str, stack: str, out: Path) -> tuple[Path | None, str]:
+    """Plan ``stack`` as commit ``ref`` has it, with that commit's own code, into ``out/<stack>``.
+
+    Returns the plan folder, or ``None`` and why (a ref without the stack, or one that cannot
+    plan it) — the diff is then against an empty plan, as for a new stack.
+    """
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise ConfigError(
+            [Issue("--base", f"{ref!r} is neither a plan folder nor a git ref ({_first(archive.stderr)})")]
+        )
+    with tempfile.TemporaryDirectory(prefix="gpuaas-base-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        if not (Path(tmp) / f"Pulumi.{stack}.yaml").is_file():
+            return None, f"{ref} has no Pulumi.{stack}.yaml"
+        proc = subprocess.run(
+            [sys.executable, "-m", "components.plan", stack, "--out", str(out), "--quiet"],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if proc.returncode != 0:
+        return None, f"{ref} could not plan stack {stack}: {_first(proc.stderr.encode())}"
+    return out / stack, ""
+
+
+def _first(stderr: bytes) -> str:
+    text = stderr.decode(errors="replace").strip().splitlines()
+    return text[-1] if text else "no message"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.plandiff", description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", default="onprem")
+    parser.add_argument("--base", default="HEAD", help="a git ref (planned with its own code) or a plan folder")
+    parser.add_argument("--head", type=Path, help="a plan folder (default: plan the working tree)")
+    parser.add_argument("--out", type=Path, help="where base/, head/ and plan.diff go (default: plan/diff-<stack>)")
+    parser.add_argument("--quiet", action="store_true", help="write plan.diff, print only the counts")
+    args = parser.parse_args(argv)
+    out: Path = args.out or ROOT / "plan" / f"diff-{args.stack}"
+
+    try:
+        plan_target(args.stack, out)  # a stack name, never a path
+        out.mkdir(parents=True, exist_ok=True)
+        warning = ""
+        base_dir = _plan_folder(Path(args.base), args.stack) if Path(args.base).is_dir() else None
+        if base_dir is None and Path(args.base).is_dir():
+            raise ConfigError([Issue("--base", f"{args.base} holds no plan of stack {args.stack}")])
+        if base_dir is None:
+            base_dir, warning = plan_ref(args.base, args.stack, out / "base")
+        base = read_tree(base_dir) if base_dir is not None else {}
+        if args.head is not None:
+            head_dir = _plan_folder(args.head, args.stack)
+            if head_dir is None:
+                raise ConfigError([Issue("--head", f"{args.head} holds no plan of stack {args.stack}")])
+        else:
+            previous = base_dir / "outputs.yaml" if base_dir is not None else None
+            write_plan(args.stack, out / "head", previous=previous)
+            head_dir = out / "head" / args.stack
+        head = read_tree(head_dir)
+    except ConfigError as err:
+        print(err.render(), file=sys.stderr)
+        return 2
+    except pulumi.RunError as err:  # a day-2 guard stopped the head plan
+        print(str(err), file=sys.stderr)
+        return 2
+    except OSError as err:  # git missing, a folder not writable
+        print(f"gpuaas: {err}", file=sys.stderr)
+        return 2
+    if warning:
+        print(f"warning: {warning}; diffing against an empty plan", file=sys.stderr)
+    diff = compare(base, head)
+    report = render(
+        diff, base, head, f"Plan diff of stack {args.stack}: base {args.base}, head {args.head or 'working tree'}"
+    )
+    (out / "plan.diff").write_text(report)
+    if args.quiet:
+        print(report.splitlines()[1])
+    else:
+        print(report, end="")
+    return 0 if diff.empty else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

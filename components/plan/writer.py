@@ -1,0 +1,430 @@
+"""The offline plan: what a stack would deploy, written as files a reviewer can diff.
+
+``python -m components.plan <stack> [--out plan]`` runs the real program under the mock runtime
+(:mod:`components.plan.offline`) and writes ``plan/<stack>/``:
+
+- ``k8s/<namespace|_cluster>/<Kind>-<name>.yaml`` — every Kubernetes object, one per file;
+- ``helm/<namespace>-<release>.yaml`` — chart, repository, version, options and values;
+- ``azure/<Type>-<logical name>.yaml`` — every Azure resource's inputs and options;
+- ``opensm/partitions.conf`` and ``opensm/opensm.conf`` — the exact files to install (on-prem);
+- ``outputs.yaml`` (secrets masked) and ``summary.txt`` (also printed).
+
+Two runs write byte-identical trees: file names come from explicit object names, keys are
+sorted below the top level, and nothing time- or host-dependent is written.
+"""
+
+from __future__ import annotations
+
+from components.tenancy.labels import TEAM_LABEL
+from components.loader import parse_stack, render_located
+from components.plan.offline import stack_config
+from components.plan.offline import stack_file as own_file
+
+import argparse
+import shutil
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+
+from components.model.errors import ConfigError, Issue
+from components.model.grammar import stack_name_problem
+from components.plan.offline import ROOT, Record, Run, gc_paused, run_program
+from components.plan.summary import render_summary
+
+_TOP_ORDER = ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "rules", "subjects", "roleRef")
+_SKIP_TYPES = ("pulumi:providers:",)
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+SECRET = "[secret]"
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def _ordered(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Top-level keys in Kubernetes reading order, everything below sorted."""
+    first = [k for k in _TOP_ORDER if k in obj]
+    rest = sorted(k for k in obj if k not in _TOP_ORDER)
+    return {k: _sorted(obj[k]) for k in [*first, *rest]}
+
+
+_BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's emitter: ~10x faster
+
+
+class _Dumper(_BaseDumper):  # type: ignore[misc]
+    """Block style; multi-line strings (scripts, configs) as literal blocks so diffs stay readable."""
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    if "\n" in data:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def dump(obj: Any) -> str:
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120, allow_unicode=True)
+
+
+def integral(value: Any) -> Any:
+    """Whole-number floats back to ints: Pulumi's wire format (protobuf ``Struct``) carries every
+    number as a double, and the Kubernetes provider sends integral ones as integers, which the API
+    needs (``weight: 100.0`` is refused: "cannot unmarshal number 100.0 into ... int32")."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integral(v) for v in value]
+    return value
+
+
+def manifest(record: Record) -> dict[str, Any]:
+    """A Kubernetes record's inputs as the object the API server would receive."""
+    inputs = integral(dict(record.inputs))
+    if record.type.endswith("Patch") and "kind" not in inputs:
+        inputs["kind"] = record.type.rsplit(":", 1)[1].removesuffix("Patch")
+    return _ordered(inputs)
+
+
+def _k8s_path(obj: Mapping[str, Any], record: Record) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace") or "_cluster"
+    kind = obj.get("kind") or record.type.rsplit(":", 1)[1]
+    suffix = ".patch" if record.type.endswith("Patch") else ""
+    return f"k8s/{ns}/{kind}-{meta.get('name', record.name)}{suffix}.yaml"
+
+
+def _options_comment(record: Record) -> str:
+    """A comment line naming the Pulumi options that change how the object is managed, if any.
+
+    A comment keeps the file a plain manifest while the plan diff still shows, say, a team
+    namespace losing its ``protect``.
+    """
+    options = [
+        name
+        for name, on in (
+            ("protect", record.protect),
+            ("retainOnDelete", record.retain_on_delete),
+            ("deleteBeforeReplace", record.delete_before_replace),
+        )
+        if on
+    ]
+    if record.ignore_changes:
+        options.append(f"ignoreChanges {','.join(record.ignore_changes)}")
+    return f"# pulumi options: {'; '.join(options)}\n" if options else ""
+
+
+def _helm(record: Record) -> tuple[str, dict[str, Any]]:
+    i = record.inputs
+    ns = i.get("namespace", "default")
+    doc = {
+        "release": i.get("name"),
+        "namespace": ns,
+        "chart": i.get("chart"),
+        "repository": (i.get("repositoryOpts") or {}).get("repo"),
+        "version": i.get("version"),
+        "options": {
+            k: i[k] for k in sorted(i) if k not in ("name", "namespace", "chart", "repositoryOpts", "version", "values")
+        },
+        "values": _sorted(i.get("values") or {}),
+    }
+    return f"helm/{ns}-{i.get('name', record.name)}.yaml", doc
+
+
+def _azure(record: Record) -> tuple[str, dict[str, Any]]:
+    kind = record.type.rsplit(":", 1)[1]
+    doc = {
+        "type": record.type,
+        "name": record.name,
+        "options": {
+            "protect": record.protect,
+            "ignoreChanges": record.ignore_changes,
+            "dependsOn": [d.rsplit("::", 1)[1] for d in record.dependencies],
+        },
+        "inputs": _sorted(record.inputs),
+    }
+    return f"azure/{kind}-{record.name}.yaml", doc
+
+
+def plan_files(run: Run) -> dict[str, str]:
+    """Every file of the plan, path → content; pure given a run."""
+    files: dict[str, str] = {}
+    owners: dict[str, Record] = {}
+
+    def put(path: str, text: str, owner: Record | None = None) -> None:
+        if path in files:
+            # The config rules (components/rules/namespaces.py) refuse the collisions a config can cause; one
+            # reaching here is a gpuaas bug, still reported as a problem rather than a traceback.
+            raise ConfigError(
+                [
+                    Issue(
+                        path,
+                        "two objects of the plan have this kind, namespace and name; one would overwrite the other",
+                    )
+                ]
+            )
+        files[path] = text
+        if owner is not None:
+            owners[path] = owner
+
+    urns = Counter(r.urn for r in run.records)
+    twice = sorted(u for u, n in urns.items() if n > 1)
+    if twice:
+        # The engine refuses a URN registered twice ("Duplicate resource URN"); the mocks do not.
+        raise ConfigError(
+            [Issue(u, "registered twice: two resources of the program have one logical name") for u in twice]
+        )
+    for r in run.records:
+        if not r.custom or r.type.startswith(_SKIP_TYPES):
+            continue
+        if r.type == HELM_RELEASE:
+            path, doc = _helm(r)
+            put(path, dump(doc), r)
+        elif r.type.startswith("kubernetes:"):
+            obj = manifest(r)
+            put(_k8s_path(obj, r), _options_comment(r) + dump(obj), r)
+        elif r.type.startswith("azure-native:"):
+            path, doc = _azure(r)
+            put(path, dump(doc), r)
+    for key, name in (("partitionsConf", "partitions.conf"), ("opensmConf", "opensm.conf")):
+        if isinstance(run.outputs.get(key), str):
+            put(f"opensm/{name}", run.outputs[key])
+    shown = {k: (SECRET if k in run.secret_outputs else v) for k, v in run.outputs.items()}
+    put("outputs.yaml", dump(_sorted(shown)))
+    files[INDEX] = dump(plan_index(run, owners))
+    return files
+
+
+#: The plan's own table of contents: file → the component that owns it and its team, if any
+#: (what ``components.plan.diff`` groups a diff by).
+INDEX = "index.yaml"
+
+
+def _team_of(
+    record: Record, component: Record | None, teams: Mapping[str, str], by_ns: Mapping[str, str]
+) -> str | None:
+    """The team an object belongs to: its team label, its namespace, or its logical name.
+
+    Logical names are ``<component>-<team>-…`` per team (STYLE.md); the longest team name wins
+    so that team ``a-b`` is not taken for team ``a``. ``by_ns``: namespace → team.
+    """
+    meta: Mapping[str, Any] = record.inputs.get("metadata") or {}
+    labels: Mapping[str, Any] = meta.get("labels") or {} if isinstance(meta, Mapping) else {}
+    team_label = labels.get(TEAM_LABEL) if isinstance(labels, Mapping) else None
+    if isinstance(team_label, str) and team_label in teams:
+        return team_label
+    ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+    if isinstance(ns, str) and ns in by_ns:
+        return by_ns[ns]
+    prefix = f"{component.name}-" if component is not None else None
+    if prefix is not None and record.name.startswith(prefix):
+        rest = record.name[len(prefix) :]
+        # Candidates end where the rest does or at a '-': a few lookups, whatever the team count.
+        ends = [len(rest), *(i for i in range(len(rest) - 1, 0, -1) if rest[i] == "-")]
+        for end in ends:
+            if rest[:end] in teams:
+                return rest[:end]
+    return None
+
+
+def plan_index(run: Run, owners: Mapping[str, Record]) -> dict[str, dict[str, str]]:
+    """``{path: {component, team?}}`` for every object file; the stack's own files under ``stack``."""
+    by_urn = {r.urn: r for r in run.records}
+    out_teams = run.outputs.get("teams")
+    teams = {
+        str(t): str(v["namespace"])
+        for t, v in (out_teams.items() if isinstance(out_teams, Mapping) else [])
+        if isinstance(v, Mapping) and isinstance(v.get("namespace"), str)
+    }
+    by_ns = {ns: team for team, ns in teams.items()}
+    index: dict[str, dict[str, str]] = {}
+    for path, r in owners.items():
+        chain = [r]
+        while chain[-1].parent in by_urn:
+            chain.append(by_urn[chain[-1].parent])
+        top = chain[-2] if len(chain) >= 2 else None  # chain[-1] is Platform
+        entry = {"component": (top or r).name.removeprefix(f"{chain[-1].name}-")}
+        team = _team_of(r, top, teams, by_ns)
+        if team is not None:
+            entry["team"] = team
+        index[path] = entry
+    for path in ("opensm/partitions.conf", "opensm/opensm.conf"):
+        index[path] = {"component": "opensm"}
+    index["outputs.yaml"] = {"component": "stack"}
+    index["summary.txt"] = {"component": "stack"}
+    return {k: index[k] for k in sorted(index)}
+
+
+def resource_counts(run: Run) -> dict[str, Counter[str]]:
+    """Custom resources under each top-level component (children of Platform), by type."""
+    by_urn = {r.urn: r for r in run.records}
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in run.records:
+        if not r.custom:
+            continue
+        owner = r
+        chain = [r]
+        while owner.parent in by_urn:
+            owner = by_urn[owner.parent]
+            chain.append(owner)
+        # chain[-1] is Platform; the component just below it owns the resource.
+        top = chain[-2] if len(chain) >= 2 else chain[-1]
+        label = top.name
+        counts[label][r.type.rsplit(":", 1)[1]] += 1
+    return dict(counts)
+
+
+def write_plan(stack: str, out: Path, stack_file: Path | None = None, previous: Path | None = None) -> tuple[Run, str]:
+    """Run ``stack`` offline and write its plan under ``out/<stack>``; returns the summary.
+
+    ``stack_file`` replaces ``Pulumi.<stack>.yaml`` (e.g. a candidate config in review);
+    ``previous`` is the ``outputs.yaml`` of an earlier plan (e.g. the base branch's), standing in
+    for the stack's last outputs that the day-2 guards compare against.
+    """
+    target = plan_target(stack, out)
+    config = stack_config(stack, stack_file)
+    if stack_file is not None:
+        check_stack_kind(stack, stack_file, config)
+    cfg = parse_stack(config)  # bad config stops here, before the program registers anything
+    last = _previous(previous)
+    with gc_paused():  # rendering walks every record too: no full collections over the run's heap
+        run = run_program(stack, config=config, previous=last)
+        files = plan_files(run)
+        summary = render_summary(cfg, run, resource_counts(run), files)
+    files["summary.txt"] = summary
+    write_tree(target, files)
+    return run, summary
+
+
+def _previous(previous: Path | None) -> dict[str, Any] | None:
+    if previous is None:
+        return None
+    try:
+        last = yaml.safe_load(previous.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ConfigError([Issue(str(previous), f"is not an outputs.yaml of a plan ({err})")]) from None
+    return last if isinstance(last, dict) else None
+
+
+def plan_target(stack: str, out: Path) -> Path:
+    """``out/<stack>``, once ``stack`` is a Pulumi stack name; never a path that leaves ``out``.
+
+    The stack name becomes a folder that the plan replaces: ``..`` would make it ``out``'s
+    parent (the repository, with the default ``--out plan``).
+    """
+    problem = stack_name_problem(stack)
+    if problem:
+        raise ConfigError([Issue("stack", f"{stack!r} is not a stack name: {problem}")])
+    target = out / stack
+    if target.resolve().parent != out.resolve():
+        raise ConfigError([Issue("stack", f"{stack!r} resolves outside {out} ({target.resolve()})")])
+    return target
+
+
+#: Files every plan has: a folder without them is not a plan, and is never replaced.
+PLAN_MARKERS = ("summary.txt", "outputs.yaml")
+
+
+def write_tree(target: Path, files: Mapping[str, str]) -> None:
+    """Replace ``target`` by ``files``, touching nothing outside it.
+
+    An existing ``target`` is removed only if it is a plan written earlier (it has
+    :data:`PLAN_MARKERS`) or empty; a symlink or anything else is refused, so that
+    ``--out . <stack>`` cannot delete a source folder that happens to share the stack's name.
+    """
+    root = target.resolve()
+    for rel in files:
+        if (target / rel).resolve().parent != root and root not in (target / rel).resolve().parents:
+            raise ConfigError([Issue(rel, f"plan file path leaves the plan folder {target}")])
+    if target.is_symlink():
+        raise ConfigError([Issue(str(target), "is a symbolic link; the plan replaces only a folder it wrote")])
+    if target.exists():
+        if not target.is_dir() or (any(target.iterdir()) and not all((target / m).is_file() for m in PLAN_MARKERS)):
+            raise ConfigError(
+                [
+                    Issue(
+                        str(target), "exists and is not an earlier plan (no summary.txt/outputs.yaml); not replacing it"
+                    )
+                ]
+            )
+        shutil.rmtree(target)
+    for rel in sorted(files):
+        path = target / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(files[rel])
+
+
+def platform_kind(config: Mapping[str, Any]) -> str | None:
+    platform = config.get("gpuaas:platform")
+    kind = platform.get("kind") if isinstance(platform, Mapping) else None
+    return kind if isinstance(kind, str) else None
+
+
+def check_stack_kind(stack: str, stack_file: Path, config: Mapping[str, Any]) -> None:
+    """Refuse a ``--stack-file`` of another platform kind than the named stack's own file.
+
+    Stack ``onprem`` planned from an AKS file would write an AKS plan under ``plan/onprem`` (and,
+    with ``--previous``, compare it against the on-prem stack's outputs).
+    """
+    if not own_file(stack).is_file() or own_file(stack).resolve() == stack_file.resolve():
+        return
+    mine, theirs = platform_kind(stack_config(stack)), platform_kind(config)
+    if mine is not None and theirs is not None and mine != theirs:
+        raise ConfigError(
+            [
+                Issue(
+                    f"{stack_file}: gpuaas:platform.kind",
+                    f"{theirs!r}, but stack {stack!r} is {mine!r} ({own_file(stack).name}); plan it as a stack of "
+                    "its kind or name another stack",
+                )
+            ]
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.splitlines()[0])
+    parser.add_argument("stack", nargs="?", default="onprem")
+    parser.add_argument("--out", type=Path, default=ROOT / "plan")
+    parser.add_argument("--quiet", action="store_true", help="do not print the summary")
+    parser.add_argument("--stack-file", type=Path, help="read the config from this file instead of Pulumi.<stack>.yaml")
+    parser.add_argument(
+        "--previous", type=Path, help="outputs.yaml of an earlier plan: the stack's last outputs (day-2 guards)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        _, summary = write_plan(args.stack, args.out, args.stack_file, args.previous)
+    except ConfigError as err:
+        file = args.stack_file or (own_file(args.stack) if stack_name_problem(args.stack) is None else None)
+        print(render_located(err, file) if file is not None else err.render(), file=sys.stderr)
+        return 2
+    except pulumi.RunError as err:  # a day-2 guard (components/guards/mig.py) stopped the run
+        print(str(err), file=sys.stderr)
+        return 2
+    except FileNotFoundError as err:
+        print(f"gpuaas: no such file {err.filename}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a folder given as a file, no permission, a full disk
+        print(f"gpuaas: {err.filename or args.out}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(summary, end="")
+    if args.previous is not None:
+        print(f"day-2 guards (MIG layouts, fabric): checked against {args.previous}", file=sys.stderr)
+    print(f"plan written to {args.out / args.stack}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

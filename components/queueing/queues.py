@@ -1,0 +1,298 @@
+"""Kueue from stack config: the pinned release, flavors, one ClusterQueue and LocalQueue per team.
+
+Only with ``gpuaas:queues.elastic: true``; off, nothing here is registered and team quotas stay
+hard ResourceQuotas. The amounts come from :mod:`components.model.elastic`; the objects follow the
+Kueue v0.19.2 API (``kueue.x-k8s.io/v1beta2``, CRDs in shared/upstream/kueue/v0.19.2):
+
+* **Helm release** ``kueue`` (chart ``oci://registry.k8s.io/kueue/charts/kueue``) in its own
+  namespace, manager image pinned, its ``Configuration`` rendered here
+  (:func:`kueue_configuration`): which job kinds it manages, whether jobs without a queue name
+  are held, and only in team namespaces.
+* **ResourceFlavor** per node group / GPU pool: ``nodeLabels`` ``gpuaas.io/node-group`` (the label
+  gpuaas puts on every node of the group, components/clusters/onprem_nodes.py), and on AKS tolerations of
+  the pool's taints (Kueue adds a flavor's tolerations to the pods it admits). One more,
+  :data:`components.model.elastic.ANY_NODE`, without labels, for cpu, memory and partition resources.
+* **ClusterQueue** per team (named after the team): its cohort, a ``namespaceSelector`` of the
+  team namespace only, resource groups (:func:`resource_groups`), preemption from
+  ``queues.preemption``.
+* **LocalQueue** per team namespace, named after the team: what ``kueue.x-k8s.io/queue-name`` names.
+* **WorkloadPriorityClass** per ``queues.priorityClasses`` entry.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Final
+
+import pulumi
+import yaml
+
+from components import k8s as kube
+from components.k8s import Manifest
+from components.model import dra, elastic
+from components.model.capacity import sharing_groups
+from components.model.config import StackConfig
+from components.model.elastic import ANY_NODE, Line
+from components.model.resources import NODE_GROUP_LABEL, PART_OF
+from components.model.teams import Team
+from components.queueing.admission import queue_admission_objects
+
+API: Final = "kueue.x-k8s.io/v1beta2"
+RELEASE: Final = "kueue"
+
+
+def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(PART_OF)
+    return meta
+
+
+def resource_flavors(cfg: StackConfig) -> dict[str, Manifest]:
+    """Flavor name → ResourceFlavor, platform order, :data:`ANY_NODE` last."""
+    out: dict[str, Manifest] = {}
+    aks = cfg.aks
+    for _where, name, _sharing, _model in sharing_groups(cfg):
+        spec: dict[str, Any] = {"nodeLabels": {NODE_GROUP_LABEL: name}}
+        if aks is not None and aks.pools_by_name[name].taints:
+            spec["tolerations"] = [kube.taint_toleration(t) for t in aks.pools_by_name[name].taints]
+        out[name] = {"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": spec}
+    out[ANY_NODE] = {"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(ANY_NODE), "spec": {}}
+    return out
+
+
+def _quantity(value: Decimal, resource: str) -> str:
+    return elastic.format_quantity(value, resource)
+
+
+def _resource(name: str, line: Line) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "nominalQuota": _quantity(line.nominal, name)}
+    if line.borrowing_limit is not None:
+        out["borrowingLimit"] = _quantity(line.borrowing_limit, name)
+    if line.lending_limit is not None:
+        out["lendingLimit"] = _quantity(line.lending_limit, name)
+    return out
+
+
+def resource_groups(cfg: StackConfig, team: Team) -> list[dict[str, Any]]:
+    """``spec.resourceGroups`` of the team's ClusterQueue.
+
+    Kueue wants each resource in one group, and every flavor of a group to list the group's
+    ``coveredResources`` in that order (webhook ``validateResourceGroups``; the CRD checks the
+    count). Flavors that share a resource are joined into one group (MIG layouts with a common
+    profile); a flavor lists 0 for a resource of its group it does not offer.
+    """
+    lines = elastic.team_lines(cfg, team)
+    gpu = [f for f in lines if f != ANY_NODE]
+    groups: list[tuple[list[str], set[str]]] = []
+    for flavor in gpu:
+        res = set(lines[flavor])
+        joined = [g for g in groups if g[1] & res]
+        merged_flavors = [f for g in joined for f in g[0]] + [flavor]
+        merged_res = res.union(*(g[1] for g in joined))
+        groups = [g for g in groups if g not in joined] + [(merged_flavors, merged_res)]
+    groups.sort(key=lambda g: gpu.index(g[0][0]))
+    out = []
+    for flavors, covered_set in groups:
+        covered = sorted(covered_set)
+        zero = Line(Decimal(0), None, None)
+        out.append(
+            {
+                "coveredResources": covered,
+                "flavors": [
+                    {
+                        "name": f,
+                        "resources": [_resource(r, lines[f].get(r, zero)) for r in covered],
+                    }
+                    # Kueue tries flavors in order and stops where the workload fits, borrowing
+                    # included (flavorFungibility whenCanBorrow: MayStopSearch): the team's own
+                    # share first, then its order of preference.
+                    for f in sorted(
+                        flavors, key=lambda f: (not any(line.nominal for line in lines[f].values()), gpu.index(f))
+                    )
+                ],
+            }
+        )
+    any_node = lines[ANY_NODE]
+    out.append(
+        {
+            "coveredResources": list(any_node),
+            "flavors": [{"name": ANY_NODE, "resources": [_resource(r, line) for r, line in any_node.items()]}],
+        }
+    )
+    return out
+
+
+def cluster_queue(cfg: StackConfig, team: Team) -> Manifest:
+    p = cfg.queues.preemption
+    return {
+        "apiVersion": API,
+        "kind": "ClusterQueue",
+        "metadata": _meta(team.name),
+        "spec": {
+            "cohortName": elastic.cohort(cfg, team),
+            # Only the team's own namespace, whatever LocalQueue someone might create elsewhere.
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.ns}},
+            "queueingStrategy": "BestEffortFIFO",
+            "preemption": {
+                "reclaimWithinCohort": p.reclaim_within_cohort,
+                "withinClusterQueue": p.within_cluster_queue,
+                "borrowWithinCohort": {"policy": p.borrow_within_cohort},
+            },
+            "resourceGroups": resource_groups(cfg, team),
+        },
+    }
+
+
+def local_queue_name(team: Team) -> str:
+    """The team's LocalQueue: what ``kueue.x-k8s.io/queue-name`` names (= the namespace's team label)."""
+    return team.name
+
+
+def local_queue(team: Team) -> Manifest:
+    return {
+        "apiVersion": API,
+        "kind": "LocalQueue",
+        "metadata": _meta(local_queue_name(team), team.ns),
+        "spec": {"clusterQueue": team.name},
+    }
+
+
+def priority_classes(cfg: StackConfig) -> dict[str, Manifest]:
+    out: dict[str, Manifest] = {}
+    for pc in cfg.queues.priority_classes:
+        obj: Manifest = {
+            "apiVersion": API,
+            "kind": "WorkloadPriorityClass",
+            "metadata": _meta(pc.name),
+            "value": pc.value,
+        }
+        if pc.description:
+            obj["description"] = pc.description
+        out[pc.name] = obj
+    return out
+
+
+def kueue_configuration(cfg: StackConfig) -> dict[str, Any]:
+    """Kueue's ``Configuration`` (config.kueue.x-k8s.io/v1beta2): the chart's own defaults
+    (charts/kueue/values.yaml ``managerConfig``) with what the stack decides."""
+    q = cfg.queues
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": q.namespace,
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 10,
+                "LocalQueue.kueue.x-k8s.io": 5,
+                "ClusterQueue.kueue.x-k8s.io": 5,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": 300, "burst": 500},
+        "manageJobsWithoutQueueName": q.manage_jobs_without_queue_name,
+        # Kueue manages jobs in team namespaces only: never an operator's own Jobs or pods.
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": "gpuaas.io/team", "operator": "Exists"}]},
+        "integrations": {"frameworks": list(q.integrations)},
+        **_dra_mappings(cfg),
+    }
+
+
+def _dra_mappings(cfg: StackConfig) -> dict[str, Any]:
+    """DRA model: each DeviceClass counts as the extended resource the ClusterQueues cover, so a claim
+    draws on the same nominal quota as a device-plugin request (Kueue 0.19 ``deviceClassMappings``,
+    KueueDRAIntegration beta, on by default)."""
+    mappings = dra.kueue_device_class_mappings(cfg)
+    return {"resources": {"deviceClassMappings": mappings}} if mappings else {}
+
+
+def helm_values(cfg: StackConfig) -> dict[str, Any]:
+    v = cfg.versions
+    return {
+        "controllerManager": {
+            "manager": {"image": {"repository": v.kueue_image, "tag": v.kueue, "pullPolicy": "IfNotPresent"}}
+        },
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_configuration(cfg), sort_keys=False)},
+    }
+
+
+def namespace(cfg: StackConfig) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": cfg.queues.namespace,
+            "labels": {**PART_OF, "pod-security.kubernetes.io/enforce": "restricted"},
+        },
+    }
+
+
+def queue_objects(cfg: StackConfig) -> dict[str, Manifest]:
+    """Every Kueue object by role (the suffix of its logical name); empty unless elastic."""
+    if not cfg.queues.elastic:
+        return {}
+    out: dict[str, Manifest] = {}
+    for name, obj in resource_flavors(cfg).items():
+        out[f"flavor-{name}"] = obj
+    for name, obj in priority_classes(cfg).items():
+        out[f"priority-{name}"] = obj
+    for team in cfg.teams:
+        out[f"{team.name}-cluster-queue"] = cluster_queue(cfg, team)
+        out[f"{team.name}-local-queue"] = local_queue(team)
+    return out
+
+
+class Queues(pulumi.ComponentResource):
+    """Kueue and the team queues; after the team namespaces (LocalQueues live there).
+
+    Order: namespace → Helm release (CRDs) → flavors and priority classes → ClusterQueues →
+    LocalQueues (and the team namespaces) → the admission policies that send GPU workloads there.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        team_namespaces: dict[str, pulumi.Resource],
+    ) -> None:
+        super().__init__("gpuaas:index:Queues", name, None, opts)
+        ns = kube.apply(f"{name}-namespace", namespace(cfg), kube.child(self))
+        release = kube.helm_release(
+            f"{name}-kueue",
+            release=RELEASE,
+            chart=cfg.versions.kueue_chart_ref,
+            version=cfg.versions.kueue_chart,
+            repository=None,
+            namespace=cfg.queues.namespace,
+            values=helm_values(cfg),
+            timeout=cfg.queues.helm_timeout_seconds,
+            opts=kube.child(self, [ns]),
+        )
+        objects = queue_objects(cfg)
+        shared: list[pulumi.Resource] = [
+            kube.apply(f"{name}-{role}", obj, kube.child(self, [release]))
+            for role, obj in objects.items()
+            if role.startswith(("flavor-", "priority-"))
+        ]
+        for team in cfg.teams:
+            cq = kube.apply(
+                f"{name}-{team.name}-cluster-queue", objects[f"{team.name}-cluster-queue"], kube.child(self, shared)
+            )
+            after = [cq, *([team_namespaces[team.name]] if team.name in team_namespaces else [])]
+            kube.apply(f"{name}-{team.name}-local-queue", objects[f"{team.name}-local-queue"], kube.child(self, after))
+        admission = queue_admission_objects(cfg)
+        for role, manifest in admission.items():
+            if role.endswith("-policy"):
+                policy = kube.apply(f"{name}-{role}", manifest, kube.child(self, [release]))
+                binding = admission[role.replace("-policy", "-binding")]
+                kube.apply(f"{name}-{role.replace('-policy', '-binding')}", binding, kube.child(self, [policy]))
+        self.register_outputs({"clusterQueues": sorted(t.name for t in cfg.teams)})

@@ -1,0 +1,35 @@
+"""Cross-field rules of a stack config: one module per area, and :func:`check`, which runs them all.
+
+Pure functions on a structurally valid :class:`StackConfig` (the model refused everything a
+single field can get wrong). Each rule yields :class:`Issue`s naming the key the user edits;
+:func:`check` gathers every area's so that all problems surface at once. This package is the only
+place that knows every area's rules; it reads the model (:mod:`components.model`) and nothing above
+it, so a stack is validated before any component module is imported.
+"""
+
+from __future__ import annotations
+
+from components.model.config import StackConfig
+from components.model.errors import Issue
+from components.rules import dra, fabric, namespaces, platform, proofs, queues, sharing, tenancy
+
+
+def check(cfg: StackConfig) -> list[Issue]:
+    """Every cross-field problem of ``cfg``, sorted by path."""
+    issues: list[Issue] = []
+    for rule in (
+        tenancy.check,
+        platform.check,
+        sharing.check,
+        fabric.check,
+        proofs.check,
+        namespaces.namespace_collisions,
+        namespaces.proof_name_collisions,
+        dra.dra_issues,
+    ):
+        issues.extend(rule(cfg))
+    if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
+        # Capacity needs valid layouts and node groups; otherwise those issues are the news.
+        issues.extend(i for i in tenancy.quota_issues(cfg) if not dra.replaced_by_dra(cfg, i))
+        issues.extend(queues.check(cfg))
+    return sorted(set(issues))
