@@ -315,6 +315,7 @@ def gpuaas_section(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def raw_from_pulumi() -> dict[str, Any]:
     """The ``gpuaas:*`` keys of the running stack, objects decoded from their JSON form."""
+    # Imported here, not at the top: parse_config (the plan, the tests, the benchmarks) must not load the SDK.
     from pulumi.runtime import config as runtime_config
 
     raw = gpuaas_section({**runtime_config.get_config_env(), **runtime_config.CONFIG.get()})
@@ -327,6 +328,7 @@ def raw_from_pulumi() -> dict[str, Any]:
 
 def load_config() -> StackConfig:
     """Parse the running stack's config or stop the program with every problem listed."""
+    # Imported here, not at the top: parse_config (the plan, the tests, the benchmarks) must not load the SDK.
     import pulumi
     from pulumi.runtime import config as runtime_config
 

@@ -18,9 +18,10 @@ from components.loader import parse_config
 from components.model.config import StackConfig
 from components.operators.network_operator import network_operator_values
 from components.operators.nic_cluster_policy import nic_cluster_policy
+from components.plan.index import resource_counts
 from components.plan.offline import Run
 from components.plan.summary import render_summary
-from components.plan.writer import plan_files, resource_counts
+from components.plan.writer import plan_files
 from components.tenancy import networks
 from tests.conftest import raw_stack
 

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from components.plan.diff import compare, main, read_tree, render
+from components.plan.index import INDEX
 from components.plan.offline import ROOT, stack_config
-from components.plan.writer import INDEX, write_plan
+from components.plan.writer import write_plan
 
 
 def _index(entries: dict[str, dict[str, str]]) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+import pulumi
+
 from components.model.config import StackConfig
 from components.model.errors import ConfigError, Issue
 
@@ -42,8 +44,6 @@ def model_switch_issues(cfg: StackConfig, last_mig_layouts: object, last_model: 
 
 def enforce_model(cfg: StackConfig, last_mig_layouts: object, last_model: object) -> bool:
     """The shell of :func:`model_switch_issues`: a config-error text as ``pulumi.RunError``."""
-    import pulumi
-
     issues = model_switch_issues(cfg, last_mig_layouts, last_model)
     if issues:
         raise pulumi.RunError(ConfigError(issues).render())

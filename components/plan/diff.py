@@ -15,8 +15,6 @@ trees, are written under ``--out`` (``plan.diff``, ``base/``, ``head/``).
 
 from __future__ import annotations
 
-from components.plan.writer import plan_target, write_plan
-
 import argparse
 import difflib
 import io
@@ -33,8 +31,9 @@ import pulumi
 import yaml
 
 from components.model.errors import ConfigError, Issue
+from components.plan.index import INDEX
 from components.plan.offline import ROOT
-from components.plan.writer import INDEX, PLAN_MARKERS
+from components.plan.writer import PLAN_MARKERS, plan_target, write_plan
 
 #: Files every plan has that say nothing an object diff does not (the summary is read on its own).
 _NOT_OBJECTS = (INDEX,)

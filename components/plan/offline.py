@@ -7,8 +7,6 @@ tests both use this module, so what a reviewer reads is what the tests assert on
 
 from __future__ import annotations
 
-from components.loader import read_stack_file
-
 import base64
 import concurrent.futures
 import gc
@@ -29,6 +27,8 @@ from pulumi.runtime.proto import resource_pb2, source_pb2
 from pulumi.runtime.settings import get_root_resource
 from pulumi.runtime.stack import massage, run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+from components.loader import read_stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

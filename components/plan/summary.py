@@ -10,17 +10,22 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from components.model import dra
-from components.dra import claims
-from components.operators import gpu_cluster
-from components.model import elastic
-from components.fabric import multus
-from components.model import resources
 from components.clusters.aks import pool_capacity
-from components.model.teams import AksPartition, OnPremPartition, Team
+from components.dra import claims
+from components.fabric import multus
+from components.model import dra, elastic, resources
+from components.model.capacity import (
+    capacity,
+    layout_name,
+    node_counts,
+    sharing_groups,
+    team_requests,
+    vfs_per_partition,
+)
 from components.model.config import StackConfig
-from components.model.capacity import capacity, layout_name, node_counts, sharing_groups, team_requests, vfs_per_partition
+from components.model.teams import AksPartition, OnPremPartition, Team
 from components.model.types import format_pkey, full_member_pkey
+from components.operators import gpu_cluster
 
 if TYPE_CHECKING:
     from components.plan.offline import Run
