@@ -1,5 +1,5 @@
 """Network-annotation cases of the team admission guard, shared by the Python-mirror tests
-(tests/test_teams.py) and the real-CEL tests (tests/test_admission_cel.py): one list, two judges.
+(tests/tenancy/test_teams.py) and the real-CEL tests (tests/tenancy/test_admission_cel.py): one list, two judges.
 
 Pods are in namespace ``vision``; every refused case names the checks it must fail.
 """

@@ -13,7 +13,7 @@ from components.model.errors import ConfigError, Issue
 from components.model.types import DnsLabel
 from components.plan.offline import stack_config
 from tests.conftest import ROOT, qualified, raw_stack
-from tests.test_config_rules import Edit, _issues, _set
+from tests.rules.test_config_rules import Edit, _issues, _set
 
 # (id, stack, bad edit, expected path, fragment of the reason, allowed twin)
 CASES: list[tuple[str, str, Edit, str, str, Edit]] = [

@@ -59,7 +59,7 @@ def pod(
     """A plain pod as a team member writes it: cpu/memory requests only, extended resources as limits.
 
     With elastic quotas a GPU pod names its team's queue (components/queueing/admission.py refuses it
-    otherwise; tests/e2e/test_kueue.py proves that refusal and Kueue's admission).
+    otherwise; tests/e2e/test_elastic_quotas_lend_and_reclaim.py proves that refusal and Kueue's admission).
     """
     c: dict[str, Any] = {
         "name": "main",

@@ -32,7 +32,7 @@ from components.plan.writer import write_plan
 from components.tenancy import quotas, teams
 from tests.conftest import raw_stack
 from tests.schema_helpers import assert_value_paths_exist, validate_against_crd
-from tests.test_admission_cel import Policy
+from tests.tenancy.test_admission_cel import Policy
 
 DRA_STACK: Final = ROOT / "tests" / "stacks" / "onprem-dra.yaml"
 GPU_OPERATOR: Final = ("gpu-operator", "v26.7.0")

@@ -42,7 +42,7 @@ def _del(path: str) -> Edit:
     return edit
 
 
-#: Hard quotas (the fleet-wide rules); the checked-in onprem stack is elastic (tests/test_elastic.py).
+#: Hard quotas (the fleet-wide rules); the checked-in onprem stack is elastic (tests/queueing/test_elastic.py).
 def HARD(raw: dict[str, Any]) -> None:  # noqa: N802 - reads as a constant in the tables
     raw["queues"]["elastic"] = False
 

@@ -22,7 +22,7 @@ from e2e.controlplane import ControlPlane
 from e2e.kube import ApiError, Identity
 from e2e.plan_apply import apply_plan
 from tests.e2e.conftest import need_upstream, start_plane
-from tests.e2e.test_dra import driver_device_classes
+from tests.e2e.test_dra_quota_and_claim_guard_hold import driver_device_classes
 
 NS: Final = "training"
 TRAINER: Final = Identity("carol@example.com", ("aad:gpuaas-training",))

@@ -210,7 +210,7 @@ def test_own_partition_is_listed_even_without_an_rdma_quota(cfg_of: Any) -> None
 
 def test_onprem_quota_values() -> None:
     raw = raw_stack("onprem")
-    raw["queues"]["elastic"] = False  # hard quotas; the elastic ceilings: tests/test_elastic.py
+    raw["queues"]["elastic"] = False  # hard quotas; the elastic ceilings: tests/queueing/test_elastic.py
     cfg = parse_config(raw)
     research = next(t for t in cfg.teams if t.name == "research")
     hard = quotas.quota_hard(cfg, research)

@@ -1,6 +1,6 @@
 """The queue admission policies' real CEL text, evaluated with cel-python as the API server would.
 
-Same harness as tests/test_admission_cel.py (cel-go's library functions, RE2 ``matches``), with
+Same harness as tests/tenancy/test_admission_cel.py (cel-go's library functions, RE2 ``matches``), with
 ``namespaceObject`` and the request's kind and operation in the activation: the policies read
 the namespace's ``gpuaas.io/team`` label for the team's own queue.
 """
@@ -19,7 +19,7 @@ from components.model.config import StackConfig
 from components.queueing import admission
 from components.tenancy.labels import TEAM_LABEL
 from tests.conftest import raw_stack
-from tests.test_admission_cel import Policy
+from tests.tenancy.test_admission_cel import Policy
 
 NS: Final = "vision"
 QUEUE: Final = admission.QUEUE_LABEL

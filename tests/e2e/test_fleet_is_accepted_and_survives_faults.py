@@ -76,7 +76,7 @@ def test_state_survives_an_api_server_restart(onprem: AppliedStack) -> None:
 def test_the_restarted_server_still_enforces_admission(onprem: AppliedStack, stack: str) -> None:
     from components.tenancy.networks import nad_name
     from tests.e2e.conftest import wait_until_refused
-    from tests.e2e.test_isolation import OWN_NAD_ONLY, PAIRS, TEAMS, member, pod
+    from tests.e2e.test_teams_are_isolated_from_each_other import OWN_NAD_ONLY, PAIRS, TEAMS, member, pod
 
     a, b = PAIRS[0]
     wait_until_refused(onprem.kube, pod(a, "x", networks=f"{b}/{nad_name(TEAMS[b])}"), member(TEAMS[a]), OWN_NAD_ONLY)

@@ -28,7 +28,7 @@ from components.plan.offline import run_program
 from components.rules.tenancy import RESERVED_NAMESPACES
 from components.tenancy import admission, quotas, teams
 from tests.conftest import qualified, raw_stack
-from tests.test_partitions import osm_parse
+from tests.fabric.test_partitions import osm_parse
 
 VFS = 8
 
