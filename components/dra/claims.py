@@ -14,8 +14,6 @@ from components.model.dra import CLASS_DOMAIN, GPU_CLASS, mig_class, mig_class_s
 from components.model.teams import Team
 
 PART_OF: Final = resources.PART_OF
-
-
 #: Name prefix of the ResourceClaimTemplates gpuaas puts in each team namespace.
 TEMPLATE_PREFIX: Final = "gpuaas-"
 

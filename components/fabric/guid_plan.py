@@ -19,14 +19,10 @@ from components.model.resources import PART_OF
 from components.model.types import colon_guid, full_member_pkey
 
 GUIDS_CONFIG_MAP: Final = "gpuaas-vf-guids"
-
-
 #: The team P_Key each VF index must show at ``pkeys/0`` before the device plugin is restarted.
 PKEYS_CONFIG_MAP: Final = "gpuaas-vf-pkeys"
 PKEYS_DIR: Final = "/etc/gpuaas/vf-pkeys"
 PKEYS_KEY: Final = "pkeys"
-
-
 CONFIG_HASH_ANNOTATION: Final = "gpuaas.io/config-hash"
 
 

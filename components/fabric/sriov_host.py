@@ -69,12 +69,8 @@ from components.model.teams import OnPremPartition, Team
 from components.model.types import colon_guid
 
 PART_OF: Final = resources.PART_OF
-
-
 DAEMONSET: Final = "gpuaas-vf-config"
 PLAN_DIR: Final = "/etc/gpuaas/vf-guids"
-
-
 #: Host tmpfs directory keeping the state the device plugin was last restarted for.
 STATE_DIR: Final = "/run/gpuaas"
 #: Host file of the SR-IOV Network Operator's static IB GUID assignment.

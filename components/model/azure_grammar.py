@@ -12,8 +12,6 @@ _AZURE_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-f
 #: (learn.microsoft.com, resource-name-rules#microsoftresources).
 _RESOURCE_GROUP = re.compile(r"^[-\w.()]{1,90}$")
 _LOCATION = re.compile(r"^[a-z][a-z0-9]{1,39}$")
-
-
 _K8S_VERSION = re.compile(r"^[1-9][0-9]*\.(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))?$")
 _VM_SIZE = re.compile(r"^[A-Za-z]+_[A-Za-z0-9_]+$")
 

@@ -1,9 +1,13 @@
-"""The stack config model: one frozen pydantic tree for everything a stack can say.
+"""The stack config model: one frozen pydantic tree for everything a stack can say, rooted here.
 
-Types and defaults live here; cross-field rules live in :mod:`components.rules`; turning
-errors into ``gpuaas:<path>: <reason>`` lines lives in :mod:`components.model.errors`. Every key is
-camelCase in ``Pulumi.<stack>.yaml`` and snake_case in Python. Defaults are written once, here
-(versions come from :mod:`components.model.versions`).
+:class:`StackConfig` holds one section per ``gpuaas:<key>``, each in the module named after it
+(:mod:`components.model.platform`, :mod:`~components.model.network`,
+:mod:`~components.model.gpu_operator`, :mod:`~components.model.teams`,
+:mod:`~components.model.queues`, :mod:`~components.model.verification`,
+:mod:`~components.model.versions`). Types and defaults live in the model; cross-field rules live in
+:mod:`components.rules`; turning errors into ``gpuaas:<path>: <reason>`` lines lives in
+:mod:`components.model.errors`. Every key is camelCase in ``Pulumi.<stack>.yaml`` and snake_case in
+Python. Defaults are written once, in the model (versions come from :mod:`components.model.versions`).
 """
 
 from __future__ import annotations

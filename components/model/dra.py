@@ -60,8 +60,6 @@ DRIVER_CLASSES: Final = {
 }
 #: Suffix of gpuaas's own per-profile MIG DeviceClasses.
 CLASS_DOMAIN: Final = "gpuaas.io"
-
-
 #: Namespace label prefix: ``dra.gpuaas.io/<class>: "true"`` for each class the team may claim.
 #: On the namespace, which tenants cannot edit (a ConfigMap parameter in their namespace they could).
 CLASS_LABEL_PREFIX: Final = "dra.gpuaas.io/"

@@ -12,14 +12,10 @@ from components.proofs.targets import Target, ib_min_gbps, perftest_image
 
 #: perftest's default out-of-band TCP port (perftest README, ``-p``).
 PERFTEST_PORT: Final = 18515
-
-
 #: ib_write_bw message size and count: 8 MiB × 5000 ≈ 42 GB, about a second at NDR, well past
 #: the size at which perftest reaches line rate (domain.md §4.1 measured NDR at 32 MiB messages).
 IB_MESSAGE_BYTES: Final = 8 * 1024 * 1024
 IB_ITERATIONS: Final = 5000
-
-
 _PERFTEST_ARGS = f'-d "$dev" -F --report_gbits -s {IB_MESSAGE_BYTES} -n {IB_ITERATIONS} -p {PERFTEST_PORT}'
 
 IB_SERVER_SH: Final = f"""#!/bin/bash

@@ -15,12 +15,8 @@ from components.proofs.targets import Target, nccl_min_busbw_gbytes, pytorch_ima
 
 #: torch.distributed rendezvous ports, one per NCCL run so that no run waits on a closing socket.
 RENDEZVOUS_PORT: Final = 29500
-
-
 #: Largest size of the TCP comparison run (all_reduce only).
 TCP_MAX_BYTES: Final = 256 * 1024 * 1024
-
-
 #: The three NCCL runs: label, extra environment, whether it is the one judged.
 #: NCCL_NET_GDR_LEVEL=SYS lets the NIC read/write GPU memory at any PCI distance; LOC never
 #: (RDMA through host memory); NCCL_IB_DISABLE=1 falls back to sockets (NCCL env docs; domain.md §4.3).

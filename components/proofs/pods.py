@@ -13,12 +13,8 @@ from components.queueing.admission import QUEUE_LABEL
 
 #: Where the scripts ConfigMap is mounted.
 SCRIPTS_DIR: Final = "/opt/gpuaas"
-
-
 #: Seconds a proof may take end to end (image pull and the three NCCL runs included).
 DEADLINE_SECONDS: Final = 1800
-
-
 MULTUS_NETWORKS: Final = "k8s.v1.cni.cncf.io/networks"
 SKIP_AWAIT: Final = "pulumi.com/skipAwait"
 

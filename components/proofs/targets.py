@@ -17,8 +17,6 @@ from components.tenancy.networks import proof_network
 
 #: Namespace of the per-pool proofs (AKS, ``verification.aksPools``): pools have no team namespace.
 POOL_NAMESPACE: Final = resources.POOL_NAMESPACE
-
-
 #: Multus' secondary-interface name for the team network (domain: NCCL_SOCKET_IFNAME on-prem).
 SECONDARY_IFNAME: Final = "net1"
 

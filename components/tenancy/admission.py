@@ -79,8 +79,6 @@ from components.tenancy.network_admission import (
 )
 
 POOL_POLICY: Final = "gpuaas-team-node-pool"
-
-
 PARTITION_POLICY: Final = "gpuaas-team-partition"
 
 

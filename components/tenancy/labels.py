@@ -9,15 +9,11 @@ from components.model import resources
 #: Label on every team namespace; the admission policies' namespaceSelector matches on it.
 TEAM_LABEL: Final = "gpuaas.io/team"
 PART_OF: Final = resources.PART_OF
-
-
 #: Namespace label of AKS teams with a partition: their ND pool (the pool policy binding selects on it).
 POOL_LABEL: Final = "gpuaas.io/node-pool"
 #: Namespace label of on-prem teams with a partition: the partition's resource name without its
 #: prefix, ``sriov8001`` (a label value cannot hold ``/``). The partition admission policy reads it.
 PARTITION_LABEL: Final = "gpuaas.io/partition-resource"
-
-
 #: Node label AKS puts on every node of an agent pool.
 AKS_POOL_LABEL: Final = resources.AKS_POOL_LABEL
 

@@ -16,11 +16,7 @@ from components.tenancy import policy
 NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
 DEFAULT_NETWORK_ANNOTATION: Final = "v1.multus-cni.io/default-network"
 NETWORKS_POLICY: Final = "gpuaas-team-networks"
-
-
 NETWORKS_IMMUTABLE_POLICY: Final = "gpuaas-team-networks-immutable"
-
-
 #: Network-selection element keys a tenant may use (nad-client NetworkSelectionElement subset).
 ALLOWED_KEYS: Final = ("name", "namespace", "interface", "ips", "mac", "default-route")
 

@@ -19,8 +19,6 @@ from components.tenancy.labels import AKS_POOL_LABEL, TEAM_LABEL, object_meta
 
 #: ConfigMap with the scheduling defaults of an AKS team (a template for workloads; not read by admission).
 SCHEDULING: Final = "gpuaas-scheduling"
-
-
 #: NetworkAttachmentDefinition annotation tying a NAD to a device-plugin pool.
 RESOURCE_NAME_ANNOTATION: Final = "k8s.v1.cni.cncf.io/resourceName"
 
