@@ -3,7 +3,8 @@
 Per team namespace (``gpuaas:teams[*]``, only with ``gpuOperator.resourceModel: dra``):
 
 * **ResourceClaimTemplates** ``gpuaas-gpu`` and ``gpuaas-mig-<profile>``, one device each, for the
-  shapes its quota covers (:func:`components.dra.claims.claim_templates`).
+  shapes it may claim (:func:`components.dra.claims.claim_templates`): its quota's, and with
+  elastic quotas the ones it may borrow (:func:`components.model.dra.claimable`).
 * **RoleBinding** of the team's groups to the ``gpuaas-team-dra`` ClusterRole: create claims and
   templates (the built-in ``edit`` grants none of ``resource.k8s.io``; a separate role keeps the
   device-plugin model's ``gpuaas-team-member`` unchanged).
@@ -190,9 +191,9 @@ def cluster_objects(cfg: StackConfig) -> dict[str, Manifest]:
     return out
 
 
-def team_objects(team: Team) -> dict[str, Manifest]:
+def team_objects(cfg: StackConfig, team: Team) -> dict[str, Manifest]:
     """One team's DRA objects by role (the suffix of its logical name)."""
-    out: dict[str, Manifest] = {f"template-{name}": t for name, t in claims.claim_templates(team).items()}
+    out: dict[str, Manifest] = {f"template-{name}": t for name, t in claims.claim_templates(cfg, team).items()}
     binding = role_binding(team)
     if binding is not None:
         out["rolebinding"] = binding
@@ -200,7 +201,16 @@ def team_objects(team: Team) -> dict[str, Manifest]:
 
 
 class DraTenancy(pulumi.ComponentResource):
-    """The DRA model's classes, claim templates, RBAC and claim guard (``resourceModel: dra`` only)."""
+    """The DRA model's classes, claim templates, RBAC and claim guard (``resourceModel: dra`` only).
+
+    Two steps around the team namespaces: the constructor registers the cluster-scoped classes,
+    role and guards (``guards``: the policies and bindings), which the team quotas — whose device
+    entries let a team claim GPUs — and RoleBindings wait for, so no claim is ever admitted
+    unguarded; :meth:`team_objects` then adds each team's templates and its claims RoleBinding,
+    which waits for the guards as well.
+    """
+
+    guards: list[pulumi.CustomResource]
 
     def __init__(
         self,
@@ -208,23 +218,28 @@ class DraTenancy(pulumi.ComponentResource):
         cfg: StackConfig,
         opts: pulumi.ResourceOptions | None = None,
         *,
-        namespaces: Mapping[str, pulumi.Resource],
         depends_on: list[pulumi.Resource] | None = None,
     ) -> None:
         super().__init__("gpuaas:index:DraTenancy", name, None, opts)
+        self._name, self._cfg = name, cfg
         after = list(depends_on or [])
-        created: dict[str, pulumi.CustomResource] = {}
+        self._created: dict[str, pulumi.CustomResource] = {}
         objects = cluster_objects(cfg)
         for role, manifest in objects.items():
             if not role.endswith("-binding"):
-                created[role] = kube.apply(f"{name}-{role}", manifest, kube.child(self, after))
+                self._created[role] = kube.apply(f"{name}-{role}", manifest, kube.child(self, after))
+        self.guards = [r for role, r in self._created.items() if role.endswith("-policy")]
         for role, manifest in objects.items():
             if role.endswith("-binding"):
-                guard = created[role.replace("-binding", "-policy")]
-                kube.apply(f"{name}-{role}", manifest, kube.child(self, [guard, *after]))
-        for team in cfg.teams:
+                guard = self._created[role.replace("-binding", "-policy")]
+                self.guards.append(kube.apply(f"{name}-{role}", manifest, kube.child(self, [guard, *after])))
+
+    def add_team_objects(self, namespaces: Mapping[str, pulumi.Resource]) -> None:
+        """Each team's claim templates and claims RoleBinding (after its namespace; the binding after the guards)."""
+        for team in self._cfg.teams:
             ns = namespaces[team.name]
-            for role, manifest in team_objects(team).items():
-                deps = [ns, created["role"]] if role == "rolebinding" else [ns]
-                kube.apply(f"{name}-{team.name}-{role}", manifest, kube.child(self, deps))
-        self.register_outputs({"policies": [CLAIMS_POLICY] + ([POOL_POLICY] if cfg.aks is not None else [])})
+            for role, manifest in team_objects(self._cfg, team).items():
+                deps = [ns, self._created["role"], *self.guards] if role == "rolebinding" else [ns]
+                kube.apply(f"{self._name}-{team.name}-{role}", manifest, kube.child(self, deps))
+        policies = [CLAIMS_POLICY] + ([POOL_POLICY] if self._cfg.aks is not None else [])
+        self.register_outputs({"policies": policies})

@@ -175,7 +175,7 @@ def _policy(plural: str, group: str, version: str, specs: str, validations: list
         {"name": "ownQueue", "expression": OWN_QUEUE_VAR},
         {"name": "podSpecs", "expression": _root(specs, "object")},
         {"name": "wantsGpu", "expression": WANTS_GPU},
-        {"name": "oldPodSpecs", "expression": f"request.operation == 'UPDATE' ? {_root(specs, 'oldObject')} : []"},
+        {"name": "oldPodSpecs", "expression": f"request.operation == 'UPDATE' ? ({_root(specs, 'oldObject')}) : []"},
         {"name": "oldWantsGpu", "expression": OLD_WANTS_GPU},
         {"name": "controllerRefs", "expression": CONTROLLER_REFS},
     ]

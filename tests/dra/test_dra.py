@@ -257,7 +257,7 @@ def test_mig_class_snapshot() -> None:
 def test_claim_templates_follow_the_team_quota() -> None:
     cfg = dra_cfg()
     research = next(t for t in cfg.teams if t.name == "research")
-    templates = claims.claim_templates(research)
+    templates = claims.claim_templates(cfg, research)
     assert sorted(templates) == ["gpuaas-mig-1g.10gb", "gpuaas-mig-4g.40gb"]
     assert templates["gpuaas-mig-4g.40gb"] == {
         "apiVersion": "resource.k8s.io/v1",
@@ -285,7 +285,7 @@ def test_claim_templates_follow_the_team_quota() -> None:
         },
     }
     vision = next(t for t in cfg.teams if t.name == "vision")
-    assert sorted(claims.claim_templates(vision)) == ["gpuaas-gpu"]
+    assert sorted(claims.claim_templates(cfg, vision)) == ["gpuaas-gpu"]
 
 
 def test_dra_quota_of_a_mig_team() -> None:
@@ -355,7 +355,7 @@ def test_adding_a_team_leaves_other_teams_dra_objects_alone() -> None:
     for team in before.teams:
         twin = next(t for t in after.teams if t.name == team.name)
         assert quotas.quota_hard(before, team) == quotas.quota_hard(after, twin)
-        assert claims.claim_templates(team) == claims.claim_templates(twin)
+        assert claims.claim_templates(before, team) == claims.claim_templates(after, twin)
         assert teams.namespace(before, team) == teams.namespace(after, twin)
 
 
@@ -506,10 +506,10 @@ def test_claim_guard_refuses(obj: dict[str, Any], checks: list[str]) -> None:
 def test_claim_guard_reads_templates_through_spec_spec() -> None:
     cfg = dra_cfg()
     research = next(t for t in cfg.teams if t.name == "research")
-    for template in claims.claim_templates(research).values():
+    for template in claims.claim_templates(cfg, research).values():
         assert failing(template) == [], "gpuaas's own templates pass the guard"
     vision = next(t for t in cfg.teams if t.name == "vision")
-    gpu_template = claims.claim_templates(vision)["gpuaas-gpu"]
+    gpu_template = claims.claim_templates(cfg, vision)["gpuaas-gpu"]
     assert failing(gpu_template) == ["device-class"], "research may not use vision's shape"
     assert failing(gpu_template, labels={"dra.gpuaas.io/gpu.nvidia.com": "true"}) == []
 

@@ -42,7 +42,7 @@ def nv_ipam() -> StackConfig:
 
 def all_objects(cfg: StackConfig) -> list[dict[str, Any]]:
     objs = [o for t in cfg.teams for o in teams.team_objects(cfg, t).values()]
-    objs += [teams.cluster_role(), *admission.admission_objects(cfg).values()]
+    objs += [teams.cluster_role(cfg), *admission.admission_objects(cfg).values()]
     if cfg.onprem is not None:
         objs += [opensm.config_map(cfg), *guid_plan.guid_config_maps(cfg), sriov_host.daemonset(cfg)]
     return objs
@@ -244,7 +244,7 @@ def test_namespace_role_and_binding(cfg_of: Any) -> None:
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
     priv = team.model_copy(update={"privileged": True})
     assert teams.namespace(cfg, priv)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    role = teams.cluster_role()
+    role = teams.cluster_role(cfg)
     assert role["kind"] == "ClusterRole" and "namespace" not in role["metadata"]
     binding = teams.role_binding(team)
     assert binding is not None and binding["metadata"]["namespace"] == team.ns
@@ -264,9 +264,35 @@ def test_namespace_role_and_binding(cfg_of: Any) -> None:
     assert teams.role_binding(team.model_copy(update={"groups": []})) is None
 
 
-def _verbs(resource: str, group: str = "") -> set[str]:
-    rules = teams.cluster_role()["rules"]
+def _verbs(resource: str, group: str = "", stack: str = "onprem", **queues: Any) -> set[str]:
+    raw = raw_stack(stack)
+    raw.setdefault("queues", {}).update(queues)
+    rules = teams.cluster_role(parse_config(raw))["rules"]
     return {v for r in rules if group in r["apiGroups"] and resource in r["resources"] for v in r["verbs"]}
+
+
+WRITE = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+READ = {"get", "list", "watch"}
+
+
+def test_team_role_gives_what_the_readme_promises_for_elastic_quotas() -> None:
+    """Item 7: JobSets, PyTorchJobs, MPIJobs to run through the queue; LocalQueues and Workloads to
+    see why a Job waits. Read only where read is enough, nothing without elastic quotas."""
+    for resource, group in (
+        ("jobsets", "jobset.x-k8s.io"),
+        ("pytorchjobs", "kubeflow.org"),
+        ("mpijobs", "kubeflow.org"),
+    ):
+        assert _verbs(resource, group) == WRITE, resource
+        assert not _verbs(resource, group, stack="aks"), f"{resource}: the AKS stack has no elastic quotas"
+    for resource in ("localqueues", "workloads"):
+        assert _verbs(resource, "kueue.x-k8s.io") == READ, resource
+        assert not _verbs(resource, "kueue.x-k8s.io", stack="aks")
+    # nothing more: no other Kueue object, no other training kind, no integration that is off
+    assert not _verbs("clusterqueues", "kueue.x-k8s.io") and not _verbs("resourceflavors", "kueue.x-k8s.io")
+    assert not _verbs("tfjobs", "kubeflow.org") and not _verbs("workloads/status", "kueue.x-k8s.io")
+    assert not _verbs("mpijobs", "kubeflow.org", integrations=["batch/job", "kubeflow.org/pytorchjob"])
+    assert _verbs("pytorchjobs", "kubeflow.org", integrations=["batch/job", "kubeflow.org/pytorchjob"]) == WRITE
 
 
 def test_team_role_never_edits_a_live_pod() -> None:
