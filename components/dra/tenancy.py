@@ -43,9 +43,10 @@ from components.dra import claims
 from components.k8s import Manifest
 from components.model import dra
 from components.model.config import StackConfig
+from components.model.elastic import unowned_pools
 from components.model.teams import Team
 from components.tenancy import admission, policy
-from components.tenancy.labels import AKS_POOL_LABEL, PART_OF, POOL_LABEL
+from components.tenancy.labels import AKS_POOL_LABEL, PART_OF
 
 CLAIMS_POLICY: Final = "gpuaas-team-claims"
 POOL_POLICY: Final = "gpuaas-team-dra-node-pool"
@@ -116,12 +117,14 @@ def claims_binding() -> Manifest:
     return policy.binding(CLAIMS_POLICY, policy.team_namespaces())
 
 
-#: The pool guard's own selector test (the pool comes from the namespace label, ``variables.pool``).
+#: The pool guard's own selector tests (the pool comes from the namespace label, ``variables.pool``).
 SELECTS_POOL: Final = admission.SELECTS_POOL
+SELECTS_UNOWNED: Final = admission.SELECTS_UNOWNED
 
 
-def pool_policy() -> Manifest:
-    """AKS: pods of a team that claim DRA devices must select the team's ND pool."""
+def pool_policy(cfg: StackConfig) -> Manifest:
+    """AKS: pods of a team that claim DRA devices must select the team's ND pool; a team without a
+    partition, one of the pools no team owns (as :func:`components.tenancy.admission.pool_policy`)."""
     return policy.policy(
         POOL_POLICY,
         rules=[policy.resource_rule("", "v1", ["CREATE"], ["pods"])],
@@ -130,12 +133,15 @@ def pool_policy() -> Manifest:
                 "name": "claims",
                 "expression": "has(object.spec.resourceClaims) && object.spec.resourceClaims.size() > 0",
             },
-            {"name": "pool", "expression": f"namespaceObject.metadata.labels['{POOL_LABEL}']"},
+            {"name": "pool", "expression": admission.POOL_VAR},
+            admission.unowned_pools_var(cfg),
         ],
         validations=[
             {
-                "expression": f"!variables.claims || ({SELECTS_POOL})",
+                "expression": (f"!variables.claims || (variables.pool == '' ? ({SELECTS_UNOWNED}) : ({SELECTS_POOL}))"),
                 "messageExpression": (
+                    "variables.pool == '' ? 'pods of a team without a partition that claim GPUs select a pool no "
+                    f"team owns with nodeSelector {AKS_POOL_LABEL} ({', '.join(unowned_pools(cfg)) or 'none'})' : "
                     "'pods of this team that claim GPUs run on its InfiniBand pool: select it with nodeSelector "
                     f"{AKS_POOL_LABEL}=' + variables.pool"
                 ),
@@ -146,7 +152,8 @@ def pool_policy() -> Manifest:
 
 
 def pool_binding() -> Manifest:
-    return policy.binding(POOL_POLICY, policy.team_namespaces({"key": POOL_LABEL, "operator": "Exists"}))
+    """Every team namespace: with a pool label its pool, without one the pools no team owns."""
+    return policy.binding(POOL_POLICY, policy.team_namespaces())
 
 
 def cluster_role() -> Manifest:
@@ -187,7 +194,7 @@ def cluster_objects(cfg: StackConfig) -> dict[str, Manifest]:
     }
     out.update({"role": cluster_role(), "claims-policy": claims_policy(), "claims-binding": claims_binding()})
     if cfg.aks is not None:
-        out.update({"pool-policy": pool_policy(), "pool-binding": pool_binding()})
+        out.update({"pool-policy": pool_policy(cfg), "pool-binding": pool_binding()})
     return out
 
 

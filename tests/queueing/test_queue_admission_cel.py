@@ -30,7 +30,7 @@ class QueuePolicy(Policy):
 
     def __init__(self, manifest: Mapping[str, Any], kind: str, group: str, plural: str = "") -> None:
         super().__init__(manifest)
-        self.kind, self.group, self.manifest = kind, group, manifest
+        self.kind, self.group = kind, group
         self.plural = plural or kind.lower() + "s"
 
     def run(
