@@ -308,7 +308,7 @@ def test_children_are_exempt_by_kind_and_identity_together(
         if plural == "pods"
         else {"metadata": meta(ownerReferences=owner(owner_kind, api_version)), "spec": {"template": {"spec": spec}}}
     )
-    results, messages = DEFAULT[plural].run(obj, user=user)
+    results, _messages = DEFAULT[plural].run(obj, user=user)
     assert results[2] is exempt, (plural, user, owner_kind)
     # The same creator without the owner is never exempt ...
     bare = pod(spec) if plural == "pods" else {"metadata": meta(), "spec": {"template": {"spec": spec}}}
