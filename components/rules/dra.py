@@ -122,8 +122,8 @@ def _cdi(cfg: StackConfig) -> Iterator[Issue]:
             if pool.os_sku not in _CDI_BY_DEFAULT:
                 yield Issue(
                     f"gpuaas:platform.gpuPools[{i}].osSku",
-                    f"{pool.os_sku}: its nodes run containerd 1.7, where CDI (which the NVIDIA DRA driver hands devices "
-                    "through) is off unless enable_cdi is set; use Ubuntu2404 (containerd 2.0, CDI on), or set "
+                    f"{pool.os_sku}: its nodes run containerd 1.7, where CDI (which the NVIDIA DRA driver hands "
+                    "devices through) is off unless enable_cdi is set; use Ubuntu2404 (containerd 2.0, CDI on), or set "
                     "gpuaas:gpuOperator.dra.cdiEnabled: true once the nodes have it on",
                 )
         return
