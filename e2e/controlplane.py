@@ -34,7 +34,9 @@ from e2e.kube import Kube
 ADMIN_TOKEN_USER = "gpuaas-e2e-admin"
 KCM_USER = "system:kube-controller-manager"
 # The controllers that the platform's promises depend on (quota status, namespace deletion,
-# ServiceAccounts and their tokens, kube-root-ca.crt, Job pods, owner-reference GC).
+# ServiceAccounts and their tokens, kube-root-ca.crt, Job pods, owner-reference GC; a Deployment's
+# rollout creating ReplicaSets and their pods; the type check of admission policies, which writes
+# their status.typeChecking).
 CONTROLLERS = (
     "namespace",
     "serviceaccount",
@@ -43,6 +45,9 @@ CONTROLLERS = (
     "garbagecollector",
     "root-ca-certificate-publisher-controller",
     "job",
+    "deployment-controller",
+    "replicaset-controller",
+    "validatingadmissionpolicy-status-controller",
 )
 SERVICE_CIDR = "10.96.0.0/16"
 
