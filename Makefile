@@ -4,6 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= onprem
 
+# The upstream fixtures folder the tests read (e2e/upstream.py): GPUAAS_UPSTREAM, default
+# ../shared/upstream; `make test UPSTREAM=path` sets it. Without the folder `make unit` and
+# `make test` fail naming it; GPUAAS_WITHOUT_UPSTREAM=1 runs without it, and the run's last line
+# says in capitals what did not run. Nothing is downloaded.
+ifneq ($(UPSTREAM),)
+export GPUAAS_UPSTREAM := $(abspath $(UPSTREAM))
+endif
+
 .PHONY: plan plans diff test lint typecheck unit e2e e2e-tools cluster cluster-down engine-shell bench clean tools actionlint policy-pack
 
 # The virtualenv (Pulumi.yaml names it too). Planning needs only the runtime (requirements.txt);
