@@ -3,6 +3,21 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= onprem
+BASE   ?= HEAD
+
+# Values given on the command line (STACK, BASE, PREVIOUS, DIFF_OUT, FIRST_RUN, UPSTREAM) are
+# taken as literal text (`$(value ...)`: make itself expands nothing in them, not even
+# `$(shell ...)`), reach the recipes as environment variables, never as recipe text: `make plan
+# STACK='x; touch y'` is a stack name (which the tool refuses), not a command. Recipes quote them
+# ("$$STACK"), put `--` before operands and `--opt="$$VALUE"` for options, and the tools check
+# each value in Python (components/plan: stack names; plandiff: `git rev-parse --verify`).
+override STACK    := $(value STACK)
+override BASE     := $(value BASE)
+override PREVIOUS := $(value PREVIOUS)
+override DIFF_OUT := $(value DIFF_OUT)
+override FIRST_RUN := $(value FIRST_RUN)
+override UPSTREAM := $(value UPSTREAM)
+export STACK BASE PREVIOUS DIFF_OUT FIRST_RUN
 
 # The upstream fixtures folder the tests read (e2e/upstream.py): GPUAAS_UPSTREAM, default
 # ../shared/upstream; `make test UPSTREAM=path` sets it. Without the folder `make unit` and
@@ -53,9 +68,10 @@ policy/venv/.installed: policy/requirements.txt
 	touch $@
 
 ## plan: offline plan of STACK (default onprem) into plan/STACK — no cloud, cluster or credentials.
-## PREVIOUS=path/outputs.yaml: an earlier plan's outputs stand for the stack's last run (day-2 guards).
+## PREVIOUS=path/outputs.yaml: an earlier plan's outputs stand for the stack's last run (day-2 guards);
+## only that stack's outputs are taken, and a missing file only with FIRST_RUN=1 (the stack never ran).
 plan: $(VENV)/.runtime
-	$(BIN)/python -m components.plan $(STACK) $(if $(PREVIOUS),--previous $(PREVIOUS))
+	$(BIN)/python -m components.plan $${PREVIOUS:+--previous="$$PREVIOUS"} $${FIRST_RUN:+--first-run} -- "$$STACK"
 
 ## plans: offline plans of every checked-in stack.
 plans: $(VENV)/.runtime
@@ -63,11 +79,15 @@ plans: $(VENV)/.runtime
 
 ## diff: compare the plan of STACK with BASE (a git ref, default HEAD, or a plan folder): what was
 ## added, changed and removed per team and per component, then the object diffs (also in
-## DIFF_OUT/plan.diff, default plan/diff-STACK). Changes are not an error here; problems are.
-BASE ?= HEAD
+## DIFF_OUT/plan.diff, default plan/diff-STACK). Changes (the tool's status 1) are not an error
+## here; a problem (status 2: bad config, a day-2 guard, a bad BASE) fails with that status.
+## FIRST_RUN=1: this change adds STACK, so a BASE without it diffs as an empty plan.
 diff: $(VENV)/.runtime
-	@$(BIN)/python -m components.plandiff --stack $(STACK) --base $(BASE) $(if $(DIFF_OUT),--out $(DIFF_OUT)) \
-		|| [ $$? -eq 1 ]
+	@status=0; $(BIN)/python -m components.plandiff --stack="$$STACK" --base="$$BASE" \
+		$${DIFF_OUT:+--out="$$DIFF_OUT"} $${FIRST_RUN:+--first-run} || status=$$?; \
+	if [ "$$status" -eq 1 ]; then exit 0; fi; \
+	if [ "$$status" -ne 0 ]; then echo "make diff: components.plandiff exited with status $$status" >&2; fi; \
+	exit "$$status"
 
 ## test: lint, strict type check, the unit suite and the e2e suite against the real control plane (what CI runs).
 test: lint typecheck unit e2e
@@ -94,7 +114,7 @@ e2e: $(VENV)/.installed e2e-tools
 
 ## cluster: a local control plane with the onprem stack applied, left running; prints KUBECONFIG. cluster-down stops it.
 cluster: $(VENV)/.installed e2e-tools
-	$(BIN)/python -m e2e.cluster up $(STACK)
+	$(BIN)/python -m e2e.cluster up -- "$$STACK"
 
 cluster-down:
 	$(BIN)/python -m e2e.cluster down
@@ -105,7 +125,7 @@ cluster-down:
 engine-shell: $(VENV)/.runtime
 	$(BIN)/python -m e2e.toolchain build engine
 	$(BIN)/python -m e2e.toolchain build k8sprovider
-	$(BIN)/python -m e2e.engine shell --stack $(STACK)
+	$(BIN)/python -m e2e.engine shell --stack="$$STACK"
 
 ## bench: the scale benchmark of the offline plan (not part of `make test`).
 bench: $(VENV)/.installed

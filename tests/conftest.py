@@ -65,6 +65,14 @@ def run_of() -> Callable[[str], Run]:
     return offline_run
 
 
+def last_outputs(stack: str, **overrides: Any) -> dict[str, Any]:
+    """What the checked-in stack's last run exported, as its plan's outputs.yaml holds them (the day-2
+    guards' view, secrets masked), with ``overrides``: a ``--previous`` file for the guard tests."""
+    run = offline_run(stack)
+    shown = {k: ("[secret]" if k in run.secret_outputs else v) for k, v in run.outputs.items()}
+    return {**copy.deepcopy(shown), **overrides}
+
+
 @pytest.fixture
 def upstream() -> CheckedPath:
     """The upstream fixtures folder (``$GPUAAS_UPSTREAM``, default ``../shared/upstream``); every path

@@ -171,7 +171,9 @@ def test_plan_diff_plans_head_and_base_and_publishes_the_diff(pr: dict[str, Any]
     script = _run_text(job)
     # The built-in comparison (components/plan/diff.py) plans both sides and writes plan.diff.
     assert 'git fetch --no-tags --depth=1 origin "$BASE_SHA"' in script
-    assert 'make diff STACK="$STACK" BASE="$BASE_SHA" DIFF_OUT="$RUNNER_TEMP/plans"' in script
+    assert 'make diff STACK="$STACK" BASE="$BASE_SHA" DIFF_OUT="$RUNNER_TEMP/plans" FIRST_RUN="$first_run"' in script
+    # a first run only where the base lacks the stack (components/plan/previous.py refuses a missing one otherwise)
+    assert 'if ! git cat-file -e "$BASE_SHA:Pulumi.$STACK.yaml" 2>/dev/null; then\n  first_run=1' in script
     assert "diff -ru" not in script
     assert re.search(r"^diff: ", (ROOT / "Makefile").read_text(), re.M)
     [upload] = _steps(job, "actions/upload-artifact@")
