@@ -13,6 +13,9 @@ from e2e.plan_apply import PlanRefusedError, apply_plan, planned_objects, stored
 from tests.conftest import offline_run
 from tests.e2e.conftest import AppliedStack, need_upstream
 
+# Also run on the oldest supported Kubernetes minor (`make e2e`; pyproject.toml's markers).
+pytestmark = pytest.mark.every_minor
+
 
 @pytest.fixture(params=["onprem", "aks"])
 def applied(request: pytest.FixtureRequest) -> AppliedStack:
