@@ -373,8 +373,11 @@ def cache_key(ts: ToolSet) -> str:
     for f in ts.key_files:
         h.update(f.name.encode())
         h.update(f.read_bytes())
-    for t in ts.targets:
-        h.update(repr((t.name, t.package, t.links, t.tags)).encode())
+    # Links and tags change what is built from the same files (hashed only where set, so the
+    # keys of the sets without them stay as they were).
+    extras = [(t.name, t.links, t.tags) for t in ts.targets if t.links or t.tags]
+    if extras:
+        h.update(repr(extras).encode())
     return h.hexdigest()[:12]
 
 
