@@ -33,7 +33,10 @@ def fleet(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
         kube = cp.kube
         kube.create(kwok_node(NODE, capacity={GPU: str(GPUS)}))
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        # Ready once KWOK's node-initialize stage ran; schedulable once the node lifecycle
+        # controller has taken off the not-ready taint that admission (TaintNodesByCondition) put on.
         kube.wait_for(f"{NODE} Ready (KWOK)", lambda: _ready(kube.get("v1", "Node", NODE)), timeout=60)
+        kube.wait_for(f"{NODE} without the not-ready taint", lambda: not _not_ready_taint(kube), timeout=60)
         kube.wait_for(
             f"the default ServiceAccount in {NS}", lambda: kube.get("v1", "ServiceAccount", "default", NS), timeout=60
         )
@@ -45,6 +48,11 @@ def fleet(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
 def _ready(node: dict[str, Any] | None) -> bool:
     conds = (node or {}).get("status", {}).get("conditions", [])
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def _not_ready_taint(kube: Kube) -> bool:
+    node = kube.get("v1", "Node", NODE) or {}
+    return any(t["key"] == "node.kubernetes.io/not-ready" for t in node.get("spec", {}).get("taints", []))
 
 
 def _pod(name: str, gpus: int) -> dict[str, Any]:
@@ -63,12 +71,11 @@ def test_the_node_advertises_its_gpus_and_kwok_keeps_it_ready(fleet: ControlPlan
     assert node is not None and _ready(node)
     assert node["status"]["capacity"][GPU] == str(GPUS)
     assert node["status"]["allocatable"][GPU] == str(GPUS)
-    # KWOK's heartbeat keeps the node's lease, as a kubelet does.
+    # KWOK's heartbeat keeps the node's lease, as a kubelet does (held by KWOK's controller id).
     lease = fleet.kube.get("coordination.k8s.io/v1", "Lease", NODE, "kube-node-lease")
-    assert lease is not None and lease["spec"]["holderIdentity"] == NODE
+    assert lease is not None and lease["spec"]["leaseDurationSeconds"] == 40 and lease["spec"]["renewTime"]
     # The node lifecycle controller took the not-ready taint off once the node was Ready.
-    taints = {t["key"] for t in node["spec"].get("taints", [])}
-    assert "node.kubernetes.io/not-ready" not in taints, taints
+    assert not _not_ready_taint(fleet.kube)
 
 
 def test_a_gpu_pod_is_bound_by_the_scheduler_and_run_by_kwok(fleet: ControlPlane) -> None:
