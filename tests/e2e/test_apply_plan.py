@@ -70,11 +70,12 @@ def test_applying_twice_changes_nothing(applied: AppliedStack) -> None:
     what the apply itself would change: the generation and our manager's managedFields entry
     (a no-op apply leaves its timestamp as it was), compared with the object right before.
 
-    One exception, Kubernetes 1.37's: after another manager applied an object's status
-    subresource server-side (the ValidatingAdmissionPolicy status controller does, for every
-    policy), the next apply of the object stores it once more and stamps our entry anew although
-    nothing changes (1.34 and 1.35 do not; a third apply is a no-op again). For those objects the
-    content, the generation and our fields must be unchanged, and our entry's time may move.
+    One exception, from Kubernetes 1.35 on (1.35.4 and 1.37.2 do it, 1.34.4 did not): after
+    another manager applied an object's status subresource server-side (the
+    ValidatingAdmissionPolicy status controller does, for every policy), the next apply of the
+    object stores it once more and stamps our entry anew although nothing changes (a third apply
+    is a no-op again). For those objects the content, the generation and our fields must be
+    unchanged, and our entry's time may move.
     """
     kube = applied.kube
     changed = []
