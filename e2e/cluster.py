@@ -103,9 +103,9 @@ def up(stack: str) -> int:
             version, server, count, kubectl = (STATE / "ready").read_text().split()
             kc = STATE / "kubeconfig"
             print(f"cluster: kube-apiserver {version} at {server}, {count} objects of the {stack} plan applied")
-            print(f"  kubectl {version}: {kubectl}")
+            print(f"  kubectl {version} (within the version skew): {kubectl}")
             print(f"  export KUBECONFIG={kc}")
-            print(f"  alias kubectl={kubectl}                       # a kubectl within the version skew")
+            print(f"  alias kubectl={kubectl}")
             print("  kubectl get ns -l gpuaas.io/team")
             print("  kubectl --as=alice --as-group=oidc:team-vision -n language get pods   # refused: another team")
             print("  make cluster-down                                                    # stops it")
