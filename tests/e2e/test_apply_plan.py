@@ -91,6 +91,28 @@ def test_applying_twice_changes_nothing(applied: AppliedStack) -> None:
     assert not changed, f"a second apply changed: {changed}"
 
 
+def test_admission_policies_type_check_without_warnings(applied: AppliedStack) -> None:
+    """The API server type-checks every ValidatingAdmissionPolicy against the kinds it matches (its
+    status controller writes ``status.typeChecking``): no expression draws a warning, on any minor."""
+    kube = applied.kube
+    warnings: dict[str, Any] = {}
+    for a in applied.applied:
+        obj = a.planned.obj
+        if obj["kind"] != "ValidatingAdmissionPolicy":
+            continue
+        name = obj["metadata"]["name"]
+
+        def checked(name: str = name, api_version: str = obj["apiVersion"]) -> dict[str, Any] | None:
+            live = kube.get(api_version, "ValidatingAdmissionPolicy", name) or {"metadata": {}}
+            status: dict[str, Any] = live.get("status", {})
+            return status if status.get("observedGeneration") == live["metadata"].get("generation") else None
+
+        status = kube.wait_for(f"the type check of {name}", checked, timeout=60)
+        warnings[name] = status.get("typeChecking", {}).get("expressionWarnings", [])
+    assert warnings, "the plan has admission policies"
+    assert not any(warnings.values()), {k: v for k, v in warnings.items() if v}
+
+
 def test_node_labels_coexist_with_another_field_manager(onprem: AppliedStack) -> None:
     kube = onprem.kube
     node = next(a for a in onprem.applied if a.planned.obj["kind"] == "Node")
