@@ -234,8 +234,8 @@ def alerts(cfg: StackConfig) -> Group:
             o.idle.window,
             "warning",
             "GPU allocated to {{ $labels.namespace }}/{{ $labels.pod }} is idle",
-            f"Utilization under {o.idle.threshold_percent:g} % for {o.idle.window} on {{{{ $labels.node }}}} GPU "
-            "{{ $labels.gpu }} {{ $labels.GPU_I_PROFILE }} (team {{ $labels.team }}): release it or lend it.",
+            f"Team {{{{ $labels.team }}}}: under {o.idle.threshold_percent:g} % for {o.idle.window} on "
+            "{{ $labels.node }} GPU {{ $labels.gpu }}.",
         ),
         Alert(
             "GpuaasGpuXidError",
@@ -243,7 +243,7 @@ def alerts(cfg: StackConfig) -> Group:
             "0s",
             "critical",
             "XID {{ $value }} on {{ $labels.node }} GPU {{ $labels.gpu }}",
-            "The driver reported XID {{ $value }} (NVIDIA XID catalog); pod {{ $labels.namespace }}/{{ $labels.pod }}.",
+            "Read the XID in NVIDIA's XID catalog; most need a GPU reset.",
         ),
         Alert(
             "GpuaasGpuEccDoubleBitErrors",
@@ -273,8 +273,7 @@ def alerts(cfg: StackConfig) -> Group:
             "10m",
             "warning",
             "dcgm-exporter reports no GPU of node {{ $labels.node }}",
-            "Node {{ $labels.node }} ({{ $labels.node_group }}) is in the cluster but dcgm-exporter reports none of "
-            "its {{ $value }} GPUs: the exporter pod is down or the driver is not loaded.",
+            "The node is in the cluster; its dcgm-exporter pod is down or the driver is not loaded.",
         ),
         Alert(
             "GpuaasGpuMissingFromExporter",
@@ -282,8 +281,7 @@ def alerts(cfg: StackConfig) -> Group:
             "10m",
             "warning",
             "Node {{ $labels.node }} reports only {{ $value }} GPUs",
-            "dcgm-exporter reports fewer GPUs than the node group {{ $labels.node_group }} has per node: "
-            "a GPU fell off the bus (XID 79) or is not initialised.",
+            "Fewer GPUs than node group {{ $labels.node_group }} has per node: one fell off the bus (XID 79).",
         ),
         Alert(
             "GpuaasProofJobFailed",
@@ -312,14 +310,13 @@ def alerts(cfg: StackConfig) -> Group:
         out += [
             Alert(
                 "GpuaasQueueStarving",
-                f"({pending}) * on (cluster_queue) group_left (cohort) {cohorts} and on (cohort, resource) ({idle})"
+                f"(({pending}) * on (cluster_queue) group_left (cohort) {cohorts} and on (cohort, resource) ({idle}))"
                 f" * on (cluster_queue) group_left (team) {TEAM_INFO}",
                 o.starvation_window,
                 "warning",
                 "Team {{ $labels.team }} waits for {{ $labels.resource }} while its cohort has idle quota",
-                "ClusterQueue {{ $labels.cluster_queue }} has {{ $value }} {{ $labels.resource }} pending for "
-                f"{o.starvation_window} while cohort {{{{ $labels.cohort }}}} has idle nominal quota of it: a "
-                "borrowing limit, a flavor the workload cannot use, or quota too fragmented for its size.",
+                "{{ $value }} pending in cohort {{ $labels.cohort }}: a borrowing limit, a flavor the workload "
+                "cannot use, or idle quota too fragmented for its size.",
             ),
             Alert(
                 "GpuaasKueueMetricsAbsent",
