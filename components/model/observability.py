@@ -15,7 +15,7 @@ from typing import Annotated, Final
 from pydantic import AfterValidator, Field
 
 from components.model.base import Model
-from components.model.types import DnsLabel, DnsSubdomain, LabelKey, LabelValue
+from components.model.types import DnsLabel, LabelKey, LabelValue
 
 # --------------------------------------------------------------------------------------------
 # Durations (Prometheus' own grammar, restricted to one unit so that windows add up in seconds)
@@ -92,15 +92,13 @@ class PrometheusStack(Model):
     """The Prometheus stack gpuaas plugs into (prometheus-operator, as kube-prometheus-stack installs it).
 
     gpuaas installs no Prometheus. It needs the prometheus-operator CRDs (ServiceMonitor,
-    PrometheusRule) and kube-state-metrics; without the CRDs ``pulumi up`` stops before any
-    monitoring object is created. Defaults: kube-prometheus-stack's, released as
+    PrometheusRule) and kube-state-metrics (no label allowlist); without the CRDs ``pulumi up``
+    stops before any monitoring object is created. Defaults: kube-prometheus-stack's, released as
     ``kube-prometheus-stack`` in ``monitoring`` (its Prometheus selects monitors and rules by the
     ``release`` label unless ``*SelectorNilUsesHelmValues: false``).
     """
 
     namespace: DnsLabel = "monitoring"
-    #: The ServiceAccount Prometheus runs as: Kueue's metrics endpoint authorizes it by name.
-    service_account: DnsSubdomain = "kube-prometheus-stack-prometheus"
     #: Labels Prometheus' ``serviceMonitorSelector`` selects: put on every ServiceMonitor gpuaas creates.
     monitor_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"release": "kube-prometheus-stack"})
     #: Labels Prometheus' ``ruleSelector`` selects: put on every PrometheusRule gpuaas creates.
