@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from components.model import resources
 from components.model.accounting import gpu_kinds, ksm_resource
 from components.model.capacity import group_capacity, gpus_per_node, sharing_groups
 from components.model.config import StackConfig
@@ -226,7 +225,6 @@ def queue_group(cfg: StackConfig) -> Group:
 
 def alerts(cfg: StackConfig) -> Group:
     o = cfg.observability
-    namespaces = regex_alternation(sorted({t.ns for t in cfg.teams} | {resources.POOL_NAMESPACE}))
     out: list[Alert] = [
         Alert(
             "GpuaasGpuAllocatedIdle",
@@ -286,7 +284,7 @@ def alerts(cfg: StackConfig) -> Group:
         Alert(
             "GpuaasProofJobFailed",
             with_team(
-                f'kube_job_failed{{condition="true", job_name=~"{PROOF_JOBS}", namespace=~"{namespaces}"}} == 1',
+                f'kube_job_failed{{condition="true", job_name=~"{PROOF_JOBS}"}} == 1',
                 TEAM_INFO,
             ),
             "0s",
