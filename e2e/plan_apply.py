@@ -39,6 +39,8 @@ def crd_roots() -> list[Path]:
         UPSTREAM / "gpu-operator" / versions.GPU_OPERATOR_CHART,
         UPSTREAM / "multus" / "crds",
         UPSTREAM / "kueue",
+        # ServiceMonitor and PrometheusRule (observability): the Prometheus stack gpuaas plugs into brings them.
+        UPSTREAM / "prometheus-operator-v0.93.0" / "crds",
     ]
 
 

@@ -72,7 +72,6 @@ def platform_dashboard(cfg: StackConfig) -> dict[str, Any]:
         .with_panel(_stat("GPUs allocated", "short", f"sum({r.TEAM_ALLOCATED})"))
         .with_panel(_stat("GPUs used", "short", f"sum({r.TEAM_USED})"))
         .with_panel(_stat("Allocated GPUs idle", "short", f"count({idle_expr(cfg)}) or vector(0)"))
-        .with_panel(_stat("GPUs borrowed", "short", f"sum({r.TEAM_BORROWED}) or vector(0)"))
         .with_row(dashboard.Row("Per node group (Kueue flavor)"))
         .with_panel(
             _series(
@@ -90,9 +89,6 @@ def platform_dashboard(cfg: StackConfig) -> dict[str, Any]:
         )
         .with_row(dashboard.Row("Idle GPUs"))
         .with_panel(_table("Allocated GPUs under the idle threshold (5 min average)", idle_expr(cfg)))
-        .with_row(dashboard.Row("Borrowing in the cohort"))
-        .with_panel(_series("Borrowed", "short", (r.TEAM_BORROWED, "{{team}} / {{node_group}}")))
-        .with_panel(_series("Lent", "short", (r.TEAM_LENT, "{{team}} / {{node_group}}")))
         .with_panel(
             _series(
                 "GPU-hours of the last day",
@@ -103,6 +99,12 @@ def platform_dashboard(cfg: StackConfig) -> dict[str, Any]:
             )
         )
     )
+    if cfg.queues.elastic:  # Kueue's borrowing exists only with elastic queues
+        b = (
+            b.with_row(dashboard.Row("Borrowing in the cohort"))
+            .with_panel(_series("Borrowed", "short", (r.TEAM_BORROWED, "{{team}} / {{node_group}}")))
+            .with_panel(_series("Lent", "short", (r.TEAM_LENT, "{{team}} / {{node_group}}")))
+        )
     return _encode(b)
 
 
@@ -127,14 +129,11 @@ def team_dashboard(cfg: StackConfig) -> dict[str, Any]:
         .with_row(dashboard.Row("Share"))
         .with_panel(_stat("GPUs allocated", "short", f"sum({r.TEAM_ALLOCATED}{sel})"))
         .with_panel(_stat("GPUs used", "short", f"sum({r.TEAM_USED}{sel})"))
-        .with_panel(_stat("GPUs borrowed", "short", f"sum({r.TEAM_BORROWED}{sel}) or vector(0)"))
-        .with_panel(_stat("GPUs lent", "short", f"sum({r.TEAM_LENT}{sel}) or vector(0)"))
         .with_panel(
             _series(
                 "Allocated by kind", "short", (f"{r.TEAM_KIND_ALLOCATED}{sel}", "{{node_group}} {{resource}}"), width=12
             )
         )
-        .with_panel(_series("Guaranteed quota (Kueue nominal)", "short", (nominal, "{{flavor}} {{resource}}")))
         .with_row(dashboard.Row("Use"))
         .with_panel(
             _series(
@@ -146,21 +145,19 @@ def team_dashboard(cfg: StackConfig) -> dict[str, Any]:
         )
         .with_panel(_series("GPU memory used", "bytes", (f"{r.TEAM_MEMORY}{sel}", "{{node_group}}")))
         .with_panel(_table("Idle GPUs of the team", f"{r.DEVICE_UTIL_5M}{sel} < {cfg.observability.idle.threshold_percent / 100!r}"))
-        .with_row(dashboard.Row("Pending work"))
-        .with_panel(_series("Pending requests", "short", (pending, "{{resource}}")))
-        .with_panel(_series("Pending workloads", "short", (workloads, "{{status}}")))
-        .with_panel(
-            _series(
-                "GPU-hours of the last day",
-                "short",
-                (f"sum({r.TEAM_HOURS_ALLOCATED}{sel})", "allocated"),
-                (f"sum({r.TEAM_HOURS_USED}{sel})", "used"),
-                (f"sum({r.TEAM_HOURS_BORROWED}{sel})", "borrowed"),
-                (f"sum({r.TEAM_HOURS_LENT}{sel})", "lent"),
-                width=24,
-            )
-        )
     )
+    hours = [(f"sum({r.TEAM_HOURS_ALLOCATED}{sel})", "allocated"), (f"sum({r.TEAM_HOURS_USED}{sel})", "used")]
+    if cfg.queues.elastic:  # the share Kueue guarantees, what it lends and borrows, the work it holds
+        hours += [(f"sum({r.TEAM_HOURS_BORROWED}{sel})", "borrowed"), (f"sum({r.TEAM_HOURS_LENT}{sel})", "lent")]
+        b = (
+            b.with_row(dashboard.Row("Borrowing and pending work"))
+            .with_panel(_stat("GPUs borrowed", "short", f"sum({r.TEAM_BORROWED}{sel}) or vector(0)"))
+            .with_panel(_stat("GPUs lent", "short", f"sum({r.TEAM_LENT}{sel}) or vector(0)"))
+            .with_panel(_series("Guaranteed quota (Kueue nominal)", "short", (nominal, "{{flavor}} {{resource}}")))
+            .with_panel(_series("Pending requests", "short", (pending, "{{resource}}")))
+            .with_panel(_series("Pending workloads", "short", (workloads, "{{status}}")))
+        )
+    b = b.with_panel(_series("GPU-hours of the last day", "short", *hours, width=24))
     return _encode(b)
 
 
