@@ -73,7 +73,9 @@ def gpu_kinds(cfg: StackConfig) -> list[GpuKind]:
         elif sharing.time_slicing is not None:
             weight = 1.0 / sharing.time_slicing.replicas
             out.append(
-                GpuKind(group, resources.GPU_SHARED, model, "time-slicing", None, weight, _price(cfg, model, None, weight))
+                GpuKind(
+                    group, resources.GPU_SHARED, model, "time-slicing", None, weight, _price(cfg, model, None, weight)
+                )
             )
         else:
             out.append(GpuKind(group, resources.GPU, model, "whole", None, 1.0, _price(cfg, model, None, 1.0)))

@@ -50,9 +50,9 @@ class Observability(pulumi.ComponentResource):
             base = kube.child(self, [*crds, *after])
             sa = kube.apply(f"{name}-scraper", objects["scraper"], base)
             token = kube.apply(f"{name}-scraper-token", objects["scraper-token"], kube.child(self, [sa]))
-            role = kube.apply(f"{name}-metrics-reader", objects["metrics-reader"], base)
+            reader = kube.apply(f"{name}-metrics-reader", objects["metrics-reader"], base)
             binding = kube.apply(
-                f"{name}-metrics-reader-binding", objects["metrics-reader-binding"], kube.child(self, [role, sa])
+                f"{name}-metrics-reader-binding", objects["metrics-reader-binding"], kube.child(self, [reader, sa])
             )
             kube.apply(f"{name}-kueue-monitor", objects["kueue-monitor"], kube.child(self, [token, binding]))
         self.register_outputs({"prometheusRules": sorted(prometheus_rules(cfg))})

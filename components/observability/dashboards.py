@@ -23,7 +23,7 @@ from components.observability import rules as r
 from components.observability.promql import NOT_FOLLOWER
 
 DATASOURCE: Final = DataSourceRef(type_val="prometheus", uid="${datasource}")
-TEAM: Final = '$team'
+TEAM: Final = "$team"
 
 
 def _query(expr: str, legend: str) -> prometheus.Dataquery:
@@ -81,7 +81,9 @@ def platform_dashboard(cfg: StackConfig) -> dict[str, Any]:
                 (capacity, "{{node_group}} capacity"),
             )
         )
-        .with_panel(_series("Used (GPU-equivalents)", "short", (f"sum by (node_group) ({r.TEAM_USED})", "{{node_group}}")))
+        .with_panel(
+            _series("Used (GPU-equivalents)", "short", (f"sum by (node_group) ({r.TEAM_USED})", "{{node_group}}"))
+        )
         .with_panel(
             _series(
                 "Allocated per team and node group", "short", (r.TEAM_ALLOCATED, "{{team}} / {{node_group}}"), width=24
@@ -111,10 +113,7 @@ def platform_dashboard(cfg: StackConfig) -> dict[str, Any]:
 def team_dashboard(cfg: StackConfig) -> dict[str, Any]:
     """One team (variable ``team``): its share, its use, its pending work."""
     team_var = (
-        dashboard.QueryVariable("team")
-        .label("Team")
-        .query(f"label_values({r.TEAM_INFO}, team)")
-        .datasource(DATASOURCE)
+        dashboard.QueryVariable("team").label("Team").query(f"label_values({r.TEAM_INFO}, team)").datasource(DATASOURCE)
     )
     sel = f'{{team="{TEAM}"}}'
     pending = f'sum by (resource) (kueue_cluster_queue_resource_pending{{cluster_queue="{TEAM}", {NOT_FOLLOWER}}})'
@@ -144,7 +143,11 @@ def team_dashboard(cfg: StackConfig) -> dict[str, Any]:
             )
         )
         .with_panel(_series("GPU memory used", "bytes", (f"{r.TEAM_MEMORY}{sel}", "{{node_group}}")))
-        .with_panel(_table("Idle GPUs of the team", f"{r.DEVICE_UTIL_5M}{sel} < {cfg.observability.idle.threshold_percent / 100!r}"))
+        .with_panel(
+            _table(
+                "Idle GPUs of the team", f"{r.DEVICE_UTIL_5M}{sel} < {cfg.observability.idle.threshold_percent / 100!r}"
+            )
+        )
     )
     hours = [(f"sum({r.TEAM_HOURS_ALLOCATED}{sel})", "allocated"), (f"sum({r.TEAM_HOURS_USED}{sel})", "used")]
     if cfg.queues.elastic:  # the share Kueue guarantees, what it lends and borrows, the work it holds

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Final
 
 from components.model.accounting import gpu_kinds, ksm_resource
-from components.model.capacity import group_capacity, gpus_per_node, sharing_groups
+from components.model.capacity import gpus_per_node, group_capacity, sharing_groups
 from components.model.config import StackConfig
 from components.model.dra import uses_dra
 from components.model.observability import duration_seconds
@@ -129,7 +129,9 @@ def fleet_group(cfg: StackConfig) -> Group:
             if k.resource in capacity:
                 rules.append(Recording(KIND_CAPACITY, f"vector({capacity[k.resource]})", kind_labels))
             if k.price is not None:
-                rules.append(Recording(KIND_PRICE, f"vector({k.price!r})", {**kind_labels, "currency": o.prices.currency}))
+                rules.append(
+                    Recording(KIND_PRICE, f"vector({k.price!r})", {**kind_labels, "currency": o.prices.currency})
+                )
     return Group("gpuaas-fleet", o.evaluation_interval, tuple(rules))
 
 
@@ -140,20 +142,20 @@ def allocation_group(cfg: StackConfig) -> Group:
     kinds = regex_alternation(sorted({ksm_resource(k.resource) for k in gpu_kinds(cfg)}))
     running = 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"}) == 1'
     allocated = (
-        f'sum by (namespace, pod, node, resource) (kube_pod_container_resource_requests{{resource=~"{kinds}", node!=""}})'
+        f'sum by (namespace, pod, node, resource) (kube_pod_container_resource_requests{{resource=~"{kinds}", node!=""}})'  # noqa: E501
         f" * on (namespace, pod) group_left () ({running})"
         f" * on (namespace) group_left (team) {TEAM_INFO}"
         f" * on (node) group_left (node_group) {NODE_INFO}"
     )
     whole = 'max by (node, gpu, UUID, namespace, pod) (DCGM_FI_DEV_GPU_UTIL{namespace!="", GPU_I_ID=""}) / 100'
     mig = (
-        'label_replace(max by (node, gpu, UUID, GPU_I_ID, GPU_I_PROFILE, namespace, pod) '
+        "label_replace(max by (node, gpu, UUID, GPU_I_ID, GPU_I_PROFILE, namespace, pod) "
         '(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="", GPU_I_ID!=""}), "profile", "$1", "GPU_I_PROFILE", "(.+)")'
     )
     attributable = f'on (node) group_left (node_group) {NODE_INFO}{{sharing!="time-slicing"}}'
     util = f"(({whole}) or ({mig})) * on (namespace) group_left (team) {TEAM_INFO} * {attributable}"
     memory = (
-        f'sum by (team, node_group) (max by (node, gpu, GPU_I_ID, namespace, pod) (DCGM_FI_DEV_FB_USED{{namespace!=""}})'
+        f'sum by (team, node_group) (max by (node, gpu, GPU_I_ID, namespace, pod) (DCGM_FI_DEV_FB_USED{{namespace!=""}})'  # noqa: E501
         f" * {MIB} * on (namespace) group_left (team) {TEAM_INFO} * {attributable})"
     )
     rules: list[Recording] = [
@@ -275,7 +277,7 @@ def alerts(cfg: StackConfig) -> Group:
         ),
         Alert(
             "GpuaasGpuMissingFromExporter",
-            f"count by (node) (group by (node, gpu) (DCGM_FI_DEV_GPU_TEMP)) < on (node) group_left (node_group) {NODE_GPUS}",
+            f"count by (node) (group by (node, gpu) (DCGM_FI_DEV_GPU_TEMP)) < on (node) group_left (node_group) {NODE_GPUS}",  # noqa: E501
             "10m",
             "warning",
             "Node {{ $labels.node }} reports only {{ $value }} GPUs",
@@ -302,7 +304,7 @@ def alerts(cfg: StackConfig) -> Group:
         ),
     ]
     if cfg.queues.elastic:
-        pending = f'sum by (cluster_queue, resource) (kueue_cluster_queue_resource_pending{{{NOT_FOLLOWER}, resource=~"nvidia.com/.+"}}) > 0'
+        pending = f'sum by (cluster_queue, resource) (kueue_cluster_queue_resource_pending{{{NOT_FOLLOWER}, resource=~"nvidia.com/.+"}}) > 0'  # noqa: E501
         cohorts = f"group by (cluster_queue, cohort) (kueue_cluster_queue_nominal_quota{{{NOT_FOLLOWER}}})"
         idle = f"sum by (cohort, resource) ({CQ_LENDABLE}) > 0"
         out += [

@@ -52,7 +52,9 @@ def parse_time(text: str) -> datetime:
     try:
         t = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a time; allowed: 2026-12-01 or 2026-12-01T00:00:00Z") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time; allowed: 2026-12-01 or 2026-12-01T00:00:00Z"
+        ) from None
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
@@ -118,7 +120,7 @@ def showback(url: str, start: datetime, end: datetime, say: Any = None) -> list[
         cost[s["metric"].get("team", "")] += float(s["value"][1])
         currency = s["metric"].get("currency", currency)
     # Kinds a team held with no price: its cost is unknown, not lower.
-    unpriced = f"sum by (team) (sum_over_time({r.TEAM_KIND_ALLOCATED}[{window}]) unless on (node_group, resource) {r.KIND_PRICE})"
+    unpriced = f"sum by (team) (sum_over_time({r.TEAM_KIND_ALLOCATED}[{window}]) unless on (node_group, resource) {r.KIND_PRICE})"  # noqa: E501
     unknown = {s["metric"].get("team", "") for s in query(url, unpriced, end) if float(s["value"][1]) > 0}
     teams = sorted(set(allocated) | set(used) | set(borrowed) | set(lent))
     return [
@@ -146,7 +148,9 @@ def render_table(rows: list[Row]) -> str:
     widths = [max(len(c) for c in col) for col in zip(header, *body, strict=True)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
 
     return "\n".join([line(header), *(line(b) for b in body)]) + "\n"
 
@@ -157,14 +161,20 @@ def render_csv(rows: list[Row]) -> str:
     w.writerow([*COLUMNS, "currency"])
     for row in rows:
         cells = _cells(row)
-        w.writerow([*cells[:5], "" if row.cost is None else f"{row.cost:.2f}", row.currency if row.cost is not None else ""])
+        w.writerow(
+            [*cells[:5], "" if row.cost is None else f"{row.cost:.2f}", row.currency if row.cost is not None else ""]
+        )
     return out.getvalue()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m components.observability.showback", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m components.observability.showback", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--prometheus", required=True, help="the Prometheus that evaluates the gpuaas rules (URL)")
-    ap.add_argument("--from", dest="start", required=True, type=parse_time, help="period start (2026-12-01 or RFC 3339)")
+    ap.add_argument(
+        "--from", dest="start", required=True, type=parse_time, help="period start (2026-12-01 or RFC 3339)"
+    )
     ap.add_argument("--to", dest="end", required=True, type=parse_time, help="period end (exclusive of --from)")
     ap.add_argument("--csv", action="store_true", help="CSV instead of a table")
     args = ap.parse_args(argv)

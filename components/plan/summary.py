@@ -14,6 +14,7 @@ from components.clusters.aks import pool_capacity
 from components.dra import claims
 from components.fabric import multus
 from components.model import dra, elastic, resources
+from components.model.accounting import gpu_kinds
 from components.model.capacity import (
     capacity,
     layout_name,
@@ -23,9 +24,8 @@ from components.model.capacity import (
     vfs_per_partition,
 )
 from components.model.config import StackConfig
-from components.model.teams import AksPartition, OnPremPartition, Team
-from components.model.accounting import gpu_kinds
 from components.model.observability import DCGM_COUNTERS
+from components.model.teams import AksPartition, OnPremPartition, Team
 from components.model.types import format_pkey, full_member_pkey
 from components.observability.dashboards import dashboards
 from components.observability.promql import Alert, Recording
@@ -145,14 +145,17 @@ def observability_lines(cfg: StackConfig) -> list[str]:
     groups = list(rule_groups(cfg).values())
     records = sorted({r.record for g in groups for r in g.rules if isinstance(r, Recording)})
     alerts = [r for g in groups for r in g.rules if isinstance(r, Alert)]
-    out.append(f"  {len(records)} recorded series, every {o.evaluation_interval}; dashboards: "
-               f"{', '.join(sorted(dashboards(cfg)))} (ConfigMaps in {o.dashboards_namespace!r})")
-    out += table(
-        ["alert", "for", "severity"], [[a.alert, a.for_, a.severity] for a in alerts]
+    out.append(
+        f"  {len(records)} recorded series, every {o.evaluation_interval}; dashboards: "
+        f"{', '.join(sorted(dashboards(cfg)))} (ConfigMaps in {o.dashboards_namespace!r})"
     )
+    out += table(["alert", "for", "severity"], [[a.alert, a.for_, a.severity] for a in alerts])
     out += table(
         ["node group", "gpu kind", "GPU-equivalents", f"price/h ({o.prices.currency})"],
-        [[k.node_group, k.resource, f"{k.weight:.4g}", "-" if k.price is None else f"{k.price:.4g}"] for k in gpu_kinds(cfg)],
+        [
+            [k.node_group, k.resource, f"{k.weight:.4g}", "-" if k.price is None else f"{k.price:.4g}"]
+            for k in gpu_kinds(cfg)
+        ],
     )
     out.append("")
     return out

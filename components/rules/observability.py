@@ -42,7 +42,7 @@ def check(cfg: StackConfig) -> Iterator[Issue]:
                 allowed = ", ".join(fleet_profiles) or "none (no GPU of the fleet has MIG)"
                 yield Issue(
                     _key(f'{what}["{profile}"]'),
-                    f"{profile!r} is no MIG profile of the fleet's GPUs ({', '.join(fleet_models)}); allowed: {allowed}",
+                    f"{profile!r} is no MIG profile of the fleet's GPUs ({', '.join(fleet_models)}); allowed: {allowed}",  # noqa: E501
                 )
     step = duration_seconds(o.evaluation_interval)
     if step > IDLE_SMOOTHING_SECONDS:

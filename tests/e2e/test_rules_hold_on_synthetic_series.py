@@ -101,18 +101,31 @@ ALLOCATION_SERIES = [
     *pod("research", "sweep-0", "gpu-node-05", {"nvidia_com_mig_1g_10gb": 3, "nvidia_com_mig_4g_40gb": 1}, 1, 720),
     *pod("inference", "serve-0", "gpu-node-06", {"nvidia_com_gpu_shared": 2}, 1, DAY),
     *(dcgm("DCGM_FI_DEV_GPU_UTIL", "gpu-node-01", g, 50, 1, 360, namespace="vision", pod="train-0") for g in range(4)),
-    *(
-        dcgm("DCGM_FI_DEV_FB_USED", "gpu-node-01", g, 1024, 1, 360, namespace="vision", pod="train-0")
-        for g in range(4)
-    ),
+    *(dcgm("DCGM_FI_DEV_FB_USED", "gpu-node-01", g, 1024, 1, 360, namespace="vision", pod="train-0") for g in range(4)),
     dcgm(
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gpu-node-05", 0, 0.5, 1, 720,
-        GPU_I_ID="1", GPU_I_PROFILE="4g.40gb", namespace="research", pod="sweep-0",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "gpu-node-05",
+        0,
+        0.5,
+        1,
+        720,
+        GPU_I_ID="1",
+        GPU_I_PROFILE="4g.40gb",
+        namespace="research",
+        pod="sweep-0",
     ),
     *(
         dcgm(
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gpu-node-05", 0, 1, 1, 720,
-            GPU_I_ID=str(i), GPU_I_PROFILE="1g.10gb", namespace="research", pod="sweep-0",
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+            "gpu-node-05",
+            0,
+            1,
+            1,
+            720,
+            GPU_I_ID=str(i),
+            GPU_I_PROFILE="1g.10gb",
+            namespace="research",
+            pod="sweep-0",
         )
         for i in (2, 3, 4)
     ),
@@ -313,7 +326,7 @@ def util_series(percent: float, minutes: int, then: float | None = None) -> list
         *NODES,
         *pod("vision", "train-0", "gpu-node-01", {"nvidia_com_gpu": 1}, 0, 120),
         {
-            "series": 'DCGM_FI_DEV_GPU_UTIL{node="gpu-node-01", gpu="0", UUID="GPU-a", namespace="vision", pod="train-0"}',
+            "series": 'DCGM_FI_DEV_GPU_UTIL{node="gpu-node-01", gpu="0", UUID="GPU-a", namespace="vision", pod="train-0"}',  # noqa: E501
             "values": " ".join(values),
         },
     ]
@@ -568,9 +581,7 @@ def unit_tests() -> dict[str, Any]:
                     alert_test("GpuaasGpuAllocatedIdle", 70, [IDLE_ALERT]),
                 ],
             ),
-            case_group(
-                "busy at 40 %", util_series(40, 121), [], [alert_test("GpuaasGpuAllocatedIdle", 70, [])]
-            ),
+            case_group("busy at 40 %", util_series(40, 121), [], [alert_test("GpuaasGpuAllocatedIdle", 70, [])]),
             # 2 % for half the window (30 minutes), then busy: never fires.
             case_group(
                 "idle at 2 % for half the window",
@@ -633,9 +644,7 @@ def test_every_rule_is_exercised_by_the_synthetic_day() -> None:
     """Every recording rule's series is asserted on (directly, or as the input of one that is) and
     every alert has a test: a rule added without a test fails here."""
     doc = unit_tests()
-    asserted = " ".join(
-        e["expr"] for t in doc["tests"] for e in t.get("promql_expr_test", [])
-    )
+    asserted = " ".join(e["expr"] for t in doc["tests"] for e in t.get("promql_expr_test", []))
     alerted = {a["alertname"] for t in doc["tests"] for a in t.get("alert_rule_test", [])}
     rules = [r for g in rule_file(config())["groups"] for r in g["rules"]]  # type: ignore[attr-defined]
     # Inputs of asserted series: the per-pod and per-device series, the info series, the ClusterQueue ones.
@@ -649,6 +658,8 @@ def test_every_rule_is_exercised_by_the_synthetic_day() -> None:
         "gpuaas:cluster_queue:lendable_idle",
         "gpuaas:cluster_queue:lent",
     }
-    missing = [r["record"] for r in rules if "record" in r and r["record"] not in asserted and r["record"] not in inputs]
+    missing = [
+        r["record"] for r in rules if "record" in r and r["record"] not in asserted and r["record"] not in inputs
+    ]
     assert not missing
     assert {r["alert"] for r in rules if "alert" in r} <= alerted

@@ -43,7 +43,10 @@ def synthetic_day() -> str:
         ),
         *family(
             r.TEAM_USED,
-            [('team="vision",node_group="h100-full"', 2, 1, 360), ('team="research",node_group="h100-mig"', 0.625, 1, 720)],
+            [
+                ('team="vision",node_group="h100-full"', 2, 1, 360),
+                ('team="research",node_group="h100-mig"', 0.625, 1, 720),
+            ],
         ),
         *family(r.TEAM_BORROWED, [('team="vision",node_group="h100-full"', 4, 1, 720)]),
         *family(r.TEAM_LENT, [('team="language",node_group="h100-full"', 3, 1, 720)]),
@@ -111,9 +114,21 @@ def test_showback_prints_the_hand_computed_table(tmp_path: Path) -> None:
         assert as_csv.stdout == EXPECTED_CSV
         # The same Prometheus, a period before the rules wrote anything: refused, naming why.
         early = subprocess.run(
-            [sys.executable, "-m", "components.observability.showback", "--prometheus", url,
-             "--from", "2026-11-01", "--to", "2026-11-02"],
-            cwd=ROOT, capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "components.observability.showback",
+                "--prometheus",
+                url,
+                "--from",
+                "2026-11-01",
+                "--to",
+                "2026-11-02",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert early.returncode == 1
         assert "has no gpuaas:rules:evaluation_interval_seconds" in early.stderr

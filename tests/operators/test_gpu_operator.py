@@ -217,7 +217,9 @@ def test_value_paths_exist_in_pinned_chart(upstream: Path, cfg_of: Callable[[str
     for values in all_values(cfg_of):
         dcgm = {k: v for k, v in values.get("dcgmExporter", {}).items() if k != "config"}
         rest = {k: v for k, v in values.items() if k != "dcgmExporter"}
-        assert_value_paths_exist({**rest, **({"dcgmExporter": dcgm} if dcgm else {})}, upstream / GPU_OPERATOR / "values.yaml")
+        assert_value_paths_exist(
+            {**rest, **({"dcgmExporter": dcgm} if dcgm else {})}, upstream / GPU_OPERATOR / "values.yaml"
+        )
 
 
 def test_value_path_helper_catches_typos(upstream: Path) -> None:

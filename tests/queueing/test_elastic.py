@@ -326,7 +326,12 @@ def test_elastic_off_plans_no_kueue_and_hard_quotas() -> None:
     assert {n for n in added if n.startswith("gpuaas-observability")} == {
         f"gpuaas-observability-{role}"
         for role in (
-            "rules-queues", "scraper", "scraper-token", "metrics-reader", "metrics-reader-binding", "kueue-monitor"
+            "rules-queues",
+            "scraper",
+            "scraper-token",
+            "metrics-reader",
+            "metrics-reader-binding",
+            "kueue-monitor",
         )
     }
     changed = {
