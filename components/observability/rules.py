@@ -67,9 +67,10 @@ TEAM_LENT: Final = "gpuaas:team_node_group:gpu_equivalents_lent"
 TEAM_HOURS_BORROWED: Final = "gpuaas:team_node_group:gpu_hours_borrowed:1d"
 TEAM_HOURS_LENT: Final = "gpuaas:team_node_group:gpu_hours_lent:1d"
 
-#: The proofs' Job names (components/proofs/targets.py prefix ``verify``; burn-in CronJobs'
-#: Jobs are ``verify-burn-in-<group>-<n>``); tests/observability checks every planned proof matches.
-PROOF_JOBS: Final = "verify-.+"
+#: The proofs' Job names: ``verify-<proof>`` (components/proofs/targets.py prefix; burn-in
+#: CronJobs' Jobs are ``verify-burn-in-<group>-<n>``) and the isolation probes' ``isolation-<a>-to-<b>``;
+#: tests/observability checks every planned proof Job matches.
+PROOF_JOBS: Final = "(verify|isolation)-.+"
 #: The ClusterQueue of a team is named after the team (components/queueing/queues.py cluster_queue).
 MIB: Final = 1048576
 
