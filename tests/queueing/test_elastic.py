@@ -350,8 +350,9 @@ def test_elastic_off_plans_no_kueue_and_hard_quotas() -> None:
         for role in ("client", "server")
     }
     assert probes
-    # the alerts: the queue-starving and Kueue-absent alerts come with Kueue
-    assert changed == quota_names | verify_jobs | probes | {"gpuaas-observability-rules-alerts"}
+    # the alerts (queue starving, Kueue absent) and the dashboards' borrowing panels come with Kueue
+    observed = {f"gpuaas-observability-{r}" for r in ("rules-alerts", "dashboard-platform", "dashboard-team")}
+    assert changed == quota_names | verify_jobs | probes | observed
 
 
 # --------------------------------------------------------------------------------------------
