@@ -19,23 +19,25 @@ from components.loader import parse_config
 from components.model.config import StackConfig
 from components.observability.dashboards import dashboards, panel_queries
 from components.observability.rules import rule_file
-from tests.conftest import STACKS, UPSTREAM, raw_stack
+from e2e import upstream
+from tests.conftest import STACKS, raw_stack
 from tests.e2e.prometheus import parse_query, prometheus, selector_names
 
 
 def _need(path: Path) -> Path:
     if not path.exists():
-        pytest.fail(f"{path} is absent: the upstream metric references are expected in ../shared/upstream")
+        pytest.fail(f"{path} is absent: the e2e tool build downloads Kueue's module")
     return path
 
 
 def dcgm_names() -> set[str]:
-    text = _need(UPSTREAM / "dcgm-exporter-4.5.3-4.8.2" / "default-counters.csv").read_text()
+    """The upstream folder's files through e2e/upstream.py: absent or not upstream's fails, naming it."""
+    text = (upstream.root() / "dcgm-exporter-4.5.3-4.8.2" / "default-counters.csv").read_text()
     return set(re.findall(r"^#?\s*(DCGM_\w+)\s*,", text, re.M))
 
 
 def ksm_names() -> set[str]:
-    docs = _need(UPSTREAM / "kube-state-metrics-v2.20.0" / "docs" / "metrics")
+    docs = upstream.root() / "kube-state-metrics-v2.20.0" / "docs" / "metrics"
     return {m for f in docs.rglob("*.md") for m in re.findall(r"^\|\s*(kube_\w+)\s*\|", f.read_text(), re.M)}
 
 
