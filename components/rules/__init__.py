@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from components.model.config import StackConfig
 from components.model.errors import Issue
-from components.rules import dra, fabric, namespaces, platform, proofs, queues, sharing, tenancy
+from components.rules import dra, fabric, namespaces, observability, platform, proofs, queues, sharing, tenancy
 
 
 def check(cfg: StackConfig) -> list[Issue]:
@@ -26,6 +26,7 @@ def check(cfg: StackConfig) -> list[Issue]:
         namespaces.namespace_collisions,
         namespaces.proof_name_collisions,
         dra.dra_issues,
+        observability.check,
     ):
         issues.extend(rule(cfg))
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
