@@ -38,7 +38,7 @@ from components.model.teams import Team
 from components.plan.offline import Run
 from components.queueing import controllers, queues
 from components.queueing.admission import QUEUE_LABEL
-from e2e import toolchain
+from e2e import toolchain, upstream
 from e2e.controlplane import ControlPlane, _die_with_parent, free_port
 from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import UPSTREAM, apply_plan, install_crds
@@ -110,7 +110,7 @@ def kueue_crds(webhook_port: int) -> list[dict[str, Any]]:
     and asked for at v1beta2, the storage version, so the API server never calls it.
     """
     docs: dict[str, dict[str, Any]] = {}
-    for root in (SHARED_CRDS, module_crds()):
+    for root in (upstream.require(SHARED_CRDS.relative_to(UPSTREAM)), module_crds()):
         for f in sorted(root.glob("*.yaml")):
             doc = yaml.safe_load(f.read_text())
             docs.setdefault(doc["metadata"]["name"], doc)

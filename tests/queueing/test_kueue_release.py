@@ -3,8 +3,8 @@
 Items 6 and 9 of issue 21: Kueue runs highly available (its pod webhook is ``failurePolicy: Fail``
 on every team namespace), gives back the quota of workloads whose pods never start
 (``waitForPodsReady``), and on AKS its flavors carry the pool label the pool guard asks for.
-The chart is read in place from ``../shared/upstream/charts/kueue-v0.19.2`` (a test that needs it
-fails where it is absent).
+The chart is read in place from the upstream fixtures folder (``charts/kueue-v0.19.2``, each file
+checked against its blob id; a test that needs it fails where it is absent).
 """
 
 from __future__ import annotations
@@ -13,22 +13,22 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
+import pytest
 import yaml
 
 from components.loader import gpuaas_section, parse_config
 from components.model.config import StackConfig
 from components.plan.offline import ROOT, run_program, stack_config
 from components.queueing import controllers, queues
-from tests.conftest import UPSTREAM, raw_stack
+from tests.conftest import raw_stack
 from tests.schema_helpers import assert_value_paths_exist
 
-CHART: Final = UPSTREAM / "charts" / "kueue-v0.19.2"
 AKS_ELASTIC: Final = ROOT / "tests" / "stacks" / "aks-elastic.yaml"
 
 
-def chart() -> Path:
-    assert CHART.is_dir(), f"the Kueue v0.19.2 chart is expected at {CHART} (../shared/upstream/charts)"
-    return CHART
+@pytest.fixture
+def chart(upstream: Path) -> Path:
+    return upstream / "charts" / "kueue-v0.19.2"
 
 
 def onprem(**queues_: Any) -> StackConfig:
@@ -41,15 +41,15 @@ def aks_elastic() -> StackConfig:
     return parse_config(gpuaas_section(stack_config("aks", AKS_ELASTIC)))
 
 
-def test_ha_values_are_the_charts_and_its_templates_read_them() -> None:
+def test_ha_values_are_the_charts_and_its_templates_read_them(chart: Path) -> None:
     values = queues.helm_values(onprem())
     manager = values["controllerManager"]
     assert manager["replicas"] == 2
     assert manager["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
     (spread,) = manager["topologySpreadConstraints"]
     assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "ScheduleAnyway"
-    assert_value_paths_exist(values, chart() / "values.yaml")
-    templates = chart() / "templates" / "manager"
+    assert_value_paths_exist(values, chart / "values.yaml")
+    templates = chart / "templates" / "manager"
     assert "replicas: {{ .Values.controllerManager.replicas }}" in (templates / "manager.yaml").read_text()
     pdb = (templates / "manager-pdb.yaml").read_text()
     assert "if .Values.controllerManager.podDisruptionBudget.enabled" in pdb
@@ -57,8 +57,8 @@ def test_ha_values_are_the_charts_and_its_templates_read_them() -> None:
     assert ".Values.controllerManager.topologySpreadConstraints" in (templates / "manager.yaml").read_text()
 
 
-def test_the_spread_selects_the_charts_manager_pods() -> None:
-    helpers = (chart() / "templates" / "_helpers.tpl").read_text()
+def test_the_spread_selects_the_charts_manager_pods(chart: Path) -> None:
+    helpers = (chart / "templates" / "_helpers.tpl").read_text()
     block = helpers[helpers.index('define "kueue.selectorLabels"') :].split("{{- end }}", 1)[0]
     rendered = dict(line.strip().split(": ", 1) for line in block.splitlines()[1:] if ": " in line)
     # {{ include "kueue.name" . }} is the chart name, {{ .Release.Name }} our release
@@ -82,10 +82,10 @@ def test_leader_election_stays_on_and_pods_ready_is_bounded() -> None:
     assert queues.kueue_configuration(onprem(podsReadyTimeoutSeconds=90))["waitForPodsReady"]["timeout"] == "90s"
 
 
-def test_the_pod_webhook_is_fail_closed_on_the_team_namespaces() -> None:
+def test_the_pod_webhook_is_fail_closed_on_the_team_namespaces(chart: Path) -> None:
     """Why HA matters: with ``pod`` among the frameworks the chart registers mpod.kb.io Fail, on
     exactly the namespaces managedJobsNamespaceSelector names (the team namespaces)."""
-    text = (chart() / "templates" / "webhook" / "manifests.yaml").read_text()
+    text = (chart / "templates" / "webhook" / "manifests.yaml").read_text()
     mpod = text[text.index("name: mpod.kb.io") :]
     mpod = mpod[: mpod.index("rules:")]
     assert 'if has "pod" $integrationsConfig.frameworks' in mpod and "failurePolicy: Fail" in mpod
@@ -94,8 +94,8 @@ def test_the_pod_webhook_is_fail_closed_on_the_team_namespaces() -> None:
     assert "pod" in conf["integrations"]["frameworks"]
 
 
-def test_kueues_identity_is_the_charts_service_account() -> None:
-    template = (chart() / "templates" / "rbac" / "service_account.yaml").read_text()
+def test_kueues_identity_is_the_charts_service_account(chart: Path) -> None:
+    template = (chart / "templates" / "rbac" / "service_account.yaml").read_text()
     assert re.search(r"name: '\{\{ include \"kueue.fullname\" \. \}\}-controller-manager'", template)
     # fullname is the release name when it contains the chart name (templates/_helpers.tpl)
     assert controllers.kueue_identity(onprem()) == "system:serviceaccount:kueue-system:kueue-controller-manager"
