@@ -26,6 +26,14 @@ and every GPU extended resource becomes ``"0"`` (nothing advertises them; a pod 
 refused at creation instead of pending forever). RDMA/SR-IOV keys are unchanged: NICs stay on
 their device plugins.
 
+**Host prerequisites.** The driver hands a claim's devices to containers as CDI device names, so
+the nodes' container runtime must have CDI on (containerd 2.0 and CRI-O by default, containerd
+1.7 with ``enable_cdi``); a GPUCluster deploys no container toolkit to set it, and
+:mod:`components.rules.dra` checks what the config shows (AKS pool OS images) or asks for
+``gpuOperator.dra.cdiEnabled``. The kubelet's Topology Manager aligns device-plugin resources by
+NUMA node but not DRA claims, so a GPU from a claim and a partition VF from the SR-IOV device
+plugin are placed independently: GPUDirect RDMA may cross sockets (README, "Host prerequisites").
+
 **What DRA does not do yet here** (refused by :mod:`components.rules.dra`): node-group
 time-slicing and ``quota.timeSlicedGpus`` — the driver shares a GPU only among the containers and
 pods of one claim, and sharing across claims needs alpha gates (``TimeSlicingSettings``,
