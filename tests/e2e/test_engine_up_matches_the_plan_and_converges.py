@@ -32,7 +32,15 @@ from components.plan.writer import HELM_RELEASE
 from e2e.controlplane import ControlPlane
 from e2e.engine import NetworkOperatorStandIn, Stack, repo_stack_config
 from e2e.kube import Kube
-from e2e.plan_apply import node_objects, planned_objects, stored_differences
+from e2e.plan_apply import (
+    crd_index,
+    install_crds,
+    needed_crds,
+    node_objects,
+    planned_objects,
+    stack_namespaces,
+    stored_differences,
+)
 from tests.conftest import offline_run
 from tests.e2e.conftest import _say, need_upstream, start_plane
 
@@ -66,6 +74,13 @@ def deployed(pytestconfig: pytest.Config) -> Iterator[Deployed]:
         # No kubelet registers the nodes the stack labels: create them as a kubelet would.
         for node in node_objects(offline_run("onprem")):
             cp.kube.create(node)
+        # The Prometheus stack gpuaas plugs into (observability) is there before it: its CRDs, which
+        # the plan only reads, and its namespaces (as e2e/plan_apply.py's apply_plan makes them).
+        planned = planned_objects(offline_run("onprem"))
+        crds = needed_crds(cp.kube, (p.obj for p in planned), crd_index())
+        install_crds(cp.kube, [c for c in crds if c["spec"]["group"] == "monitoring.coreos.com"])
+        for ns in stack_namespaces(planned):
+            cp.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         stack = Stack(kubeconfig)
         _say(pytestconfig, f"e2e: engine: {stack.version()} (pulumi-resource-kubernetes from {stack.bins[1]})")
         stack.init()
