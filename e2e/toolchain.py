@@ -60,6 +60,10 @@ class ToolSet:
     generated: tuple[str, ...] = ()
     # Files outside the module that decide a target too (requirements.txt's SDK pin).
     key_files: tuple[Path, ...] = ()
+    # Called first (by the cache key, so before any go command): checks and links what the set
+    # builds from outside the repository (the upstream sources its replace directives name),
+    # fails with SystemExit naming what is missing, and returns bytes that join the cache key.
+    stage: Callable[[ToolSet], bytes] | None = None
 
 
 def _k8s_stamp(v: dict[str, str]) -> list[str]:
@@ -155,6 +159,81 @@ def _k8s_provider_embeds(ts: ToolSet) -> None:
         (ts.module_dir / rel).write_text(json.dumps(doc, separators=(",", ":")))
 
 
+# --------------------------------------------------------------------------------------------
+# The node's own code (Multus, ib-sriov-cni) from the upstream sources in ../shared/upstream/src
+
+#: The folder of upstream files (README "Upstream reference data"): $GPUAAS_UPSTREAM, default ../shared/upstream.
+UPSTREAM_ENV = "GPUAAS_UPSTREAM"
+#: The modules e2e/cni/go.mod replaces with folders of <upstream>/src: the module proxy refuses
+#: ib-sriov-cni at every version and the checksum database does not know rdma-cni v1.3.0.
+CNI_SOURCES = (
+    "multus-cni-v4.3.0",
+    "network-attachment-definition-client-v1.7.6",
+    "ib-sriov-cni-v1.3.0",
+    "rdma-cni-v1.3.0",
+)
+MULTUS = "gopkg.in/k8snetworkplumbingwg/multus-cni.v4"
+IB_SRIOV_CNI = "github.com/k8snetworkplumbingwg/ib-sriov-cni"
+
+
+def upstream_dir() -> Path:
+    raw = os.environ.get(UPSTREAM_ENV)
+    return Path(raw).expanduser().resolve() if raw else (REPO.parent / "shared" / "upstream").resolve()
+
+
+def git_blob_id(data: bytes) -> str:
+    """``git hash-object`` of ``data``: the id MANIFEST-charts-src.tsv lists for each file."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _stage_cni_sources(ts: ToolSet) -> bytes:
+    """Link ``e2e/cni/upstream`` to ``<upstream>/src`` once every file of the four source folders
+    matches its blob id in ``MANIFEST-charts-src.tsv`` (and no file is extra); the rows are the key.
+
+    The link, never a copy: go.mod's replace directives name ``./upstream/<folder>``.
+    """
+    up = upstream_dir()
+    src, manifest = up / "src", up / "MANIFEST-charts-src.tsv"
+    missing = [f"src/{d}" for d in CNI_SOURCES if not (src / d).is_dir()]
+    if not manifest.is_file():
+        missing.insert(0, manifest.name)
+    if missing:
+        raise SystemExit(
+            f"toolchain: {ts.name}: the upstream sources are expected in {up} ({', '.join(missing)} missing); "
+            f"set {UPSTREAM_ENV} to the folder that holds them (default ../shared/upstream)"
+        )
+    rows: dict[str, str] = {}
+    for line in manifest.read_text().splitlines()[1:]:
+        cols = line.split("\t")
+        if len(cols) == 6 and cols[0].startswith("src/") and cols[0].split("/")[1] in CNI_SOURCES:
+            rows[cols[0]] = cols[5]
+    on_disk = {f"src/{p.relative_to(src)}" for d in CNI_SOURCES for p in (src / d).rglob("*") if p.is_file()}
+    changed = sorted(p for p in rows if p not in on_disk or git_blob_id((up / p).read_bytes()) != rows[p])
+    extra = sorted(on_disk - rows.keys())
+    if changed or extra:
+        raise SystemExit(
+            f"toolchain: {ts.name}: {up} does not hold the sources its MANIFEST-charts-src.tsv names: "
+            f"missing or changed {changed[:5]}, not listed {extra[:5]}"
+        )
+    link = ts.module_dir / "upstream"
+    if link.exists() and not link.is_symlink():
+        raise SystemExit(f"toolchain: {link} must be a link to {src}, not a copy: remove it")
+    if not link.is_symlink() or os.readlink(link) != str(src):
+        tmp = link.with_name(".upstream.partial")
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(src, target_is_directory=True)
+        os.replace(tmp, link)
+    return "".join(f"{p}\t{rows[p]}\n" for p in sorted(rows)).encode()
+
+
+def _multus_stamp(v: dict[str, str]) -> list[str]:
+    return [f"-X {MULTUS}/pkg/multus.version={v[MULTUS]}"]
+
+
+def _ib_sriov_stamp(v: dict[str, str]) -> list[str]:
+    return [f"-X main.version={v[IB_SRIOV_CNI]}"]
+
+
 TOOLSETS: dict[str, ToolSet] = {
     "controlplane": ToolSet(
         name="controlplane",
@@ -194,6 +273,24 @@ TOOLSETS: dict[str, ToolSet] = {
         targets=(Target("pulumi-resource-kubernetes", "./cmd/pulumi-resource-kubernetes", _k8s_provider_stamp),),
         prepare=_k8s_provider_embeds,
         generated=K8S_PROVIDER_EMBEDS,
+    ),
+    # The node side of a pod's networks (e2e/cni): Multus' thin plugin and ib-sriov-cni from the
+    # shared upstream sources, our harness over Multus' own packages, and a stand-in delegate.
+    # ib-sriov-cni gets two files of testdata/overlay through overlay.json (a probe that runs its
+    # config handling without hardware; tests/e2e/test_node_code_attaches_only_what_admission_let_through.py).
+    "cni": ToolSet(
+        name="cni",
+        module_dir=E2E / "cni",
+        version_of=MULTUS,
+        targets=(
+            Target("multus", f"{MULTUS}/cmd/multus", _multus_stamp),
+            Target("ib-sriov-cni", f"{IB_SRIOV_CNI}/cmd/ib-sriov-cni", _ib_sriov_stamp),
+            Target("cni-harness", "./cmd/cni-harness"),
+            Target("cni-standin", "./cmd/cni-standin"),
+        ),
+        # -overlay for the whole set: it only adds files to ib-sriov-cni's packages.
+        env={"GOFLAGS": f"{os.environ.get('GOFLAGS', '-mod=readonly')} -overlay=overlay.json"},
+        stage=_stage_cni_sources,
     ),
 }
 
@@ -253,7 +350,10 @@ def _go_version() -> str:
 
 def cache_key(ts: ToolSet) -> str:
     """A hash of everything that decides the binaries: go.mod, go.sum, our sources, Go itself."""
+    staged = ts.stage(ts) if ts.stage is not None else b""
     h = hashlib.sha256(_go_version().encode())
+    if staged:
+        h.update(staged)
     skip = {ts.module_dir / g for g in ts.generated}
     for f in sorted(ts.module_dir.rglob("*")):
         if f.is_file() and f.suffix in {".mod", ".sum", ".go", ".json"} and f not in skip:
