@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from components.plan.offline import Run
+from e2e import cni
 from e2e.controlplane import ControlPlane
 from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import Applied, apply_plan, upstream_available
@@ -50,6 +51,17 @@ def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
         yield cp
     finally:
         cp.stop()
+
+
+@pytest.fixture(scope="session")
+def cni_tools() -> Path:
+    """The node-side programs (e2e/cni): Multus' thin plugin and ib-sriov-cni from
+    ../shared/upstream/src, the harness, the stand-in delegate. A missing source folder fails the
+    test, naming the folder (never a skip)."""
+    try:
+        return cni.bin_dir()
+    except SystemExit as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 def need_upstream() -> None:
