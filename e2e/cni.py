@@ -15,6 +15,7 @@ mount namespace (root and ``unshare`` needed; :func:`namespaces_unavailable` say
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -43,8 +44,10 @@ class ToolError(RuntimeError):
     """A tool of the set exited non-zero: its command, status and stderr."""
 
 
+@functools.cache
 def bin_dir() -> Path:
-    """The tool set's bin directory, built first if the cache lacks it (SystemExit if it cannot be)."""
+    """The tool set's bin directory, built first if the cache lacks it (SystemExit if it cannot be).
+    Once per process: the cache key checks the upstream sources and asks go for its version."""
     return toolchain.build(toolchain.TOOLSETS["cni"])
 
 
@@ -94,6 +97,27 @@ def delegate(request: Mapping[str, Any], env: Mapping[str, str] | None = None) -
 def probe_env(report: Path, vf_guid: str) -> dict[str, str]:
     """The environment that turns ``ib-sriov-cni`` into its probe (testdata/overlay/ib-sriov-cni)."""
     return {"GPUAAS_IBSRIOV_PROBE": json.dumps({"report": str(report), "vfGUID": vf_guid})}
+
+
+def run_ib_sriov_probe(tools: Path, call: Mapping[str, Any], report: Path, vf_guid: str) -> dict[str, Any]:
+    """The real ib-sriov-cni (its probe) on one delegate call as ``cni-standin`` recorded it: the
+    same stdin and CNI variables, the probe's own network namespace in place of the pod's."""
+    env = {
+        "CNI_COMMAND": str(call["command"]),
+        "CNI_CONTAINERID": str(call["containerID"]),
+        "CNI_NETNS": "/proc/self/ns/net",
+        "CNI_IFNAME": str(call["ifName"]),
+        "CNI_ARGS": str(call["args"]),
+        "CNI_PATH": str(call["path"]),
+        **probe_env(report, vf_guid),
+    }
+    res = subprocess.run(
+        [str(tools / "ib-sriov-cni")], input=call["raw"], capture_output=True, text=True, timeout=60, env=_env(env)
+    )
+    if res.returncode != 0 and not report.is_file():
+        raise ToolError(f"ib-sriov-cni probe: exit {res.returncode}: {res.stderr[-2000:]}")
+    answer: dict[str, Any] = json.loads(report.read_text())
+    return answer
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,6 +23,24 @@ from tests.conftest import offline_run
 
 HERE = Path(__file__).resolve().parent
 
+#: The e2e tests that may skip, each for the one reason named here: they need what a machine may
+#: not give. Any other e2e skip is a test that did not run (issue 21, item 16); a skip from a test
+#: not listed here fails instead (:func:`machine_dependent_skip`).
+MACHINE_DEPENDENT_SKIPS: dict[str, str] = {
+    "tests/e2e/test_multus_thin_plugin_attaches_the_admitted_pod.py": (
+        "the real thin plugin needs a pod network namespace and a private mount namespace for the "
+        "kubelet's checkpoint: root and unshare (util-linux)"
+    ),
+}
+
+
+def machine_dependent_skip(request: pytest.FixtureRequest, why: str) -> None:
+    """Skip ``request``'s test because this machine lacks what it needs — only if it is listed."""
+    path = Path(str(request.node.fspath)).resolve().relative_to(HERE.parent.parent).as_posix()
+    if path not in MACHINE_DEPENDENT_SKIPS:
+        pytest.fail(f"{path} may not skip ({why}): it is not in MACHINE_DEPENDENT_SKIPS", pytrace=False)
+    pytest.skip(f"{MACHINE_DEPENDENT_SKIPS[path]}: {why}")
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
