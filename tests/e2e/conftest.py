@@ -1,7 +1,10 @@
 """The real control plane for the e2e tests: one per session, plus one per stack's applied plan.
 
 Every test under ``tests/e2e`` is marked ``e2e`` (``make unit`` leaves them out, ``make e2e``
-runs only them; ``make test`` runs both). The binaries come from ``e2e/toolchain.py`` (built from
+runs only them; ``make test`` runs both). The control plane is Kubernetes ``$GPUAAS_E2E_KUBERNETES``
+(``make e2e KUBERNETES=1.35``; default the newest supported minor); ``make e2e`` runs the whole
+suite on the newest and the tests marked ``every_minor`` (plan apply, isolation, quota) on the
+oldest too. The binaries come from ``e2e/toolchain.py`` (built from
 Go modules, cached by version); ``make e2e-tools`` builds them before pytest starts, so a cold
 build prints its progress instead of hiding inside a fixture.
 """
@@ -18,28 +21,11 @@ from components.plan.offline import Run
 from e2e import cni
 from e2e.controlplane import ControlPlane
 from e2e.kube import ApiError, Identity, Kube
-from e2e.plan_apply import Applied, apply_plan, upstream_available
+from e2e.plan_apply import Applied, apply_plan
+from tests import run_guards
 from tests.conftest import offline_run
 
 HERE = Path(__file__).resolve().parent
-
-#: The e2e tests that may skip, each for the one reason named here: they need what a machine may
-#: not give. Any other e2e skip is a test that did not run (issue 21, item 16); a skip from a test
-#: not listed here fails instead (:func:`machine_dependent_skip`).
-MACHINE_DEPENDENT_SKIPS: dict[str, str] = {
-    "tests/e2e/test_multus_thin_plugin_attaches_the_admitted_pod.py": (
-        "the real thin plugin needs a pod network namespace and a private mount namespace for the "
-        "kubelet's checkpoint: root and unshare (util-linux)"
-    ),
-}
-
-
-def machine_dependent_skip(request: pytest.FixtureRequest, why: str) -> None:
-    """Skip ``request``'s test because this machine lacks what it needs — only if it is listed."""
-    path = Path(str(request.node.fspath)).resolve().relative_to(HERE.parent.parent).as_posix()
-    if path not in MACHINE_DEPENDENT_SKIPS:
-        pytest.fail(f"{path} may not skip ({why}): it is not in MACHINE_DEPENDENT_SKIPS", pytrace=False)
-    pytest.skip(f"{MACHINE_DEPENDENT_SKIPS[path]}: {why}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -74,8 +60,9 @@ def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
 @pytest.fixture(scope="session")
 def cni_tools() -> Path:
     """The node-side programs (e2e/cni): Multus' thin plugin and ib-sriov-cni from
-    ../shared/upstream/src, the harness, the stand-in delegate. A missing source folder fails the
-    test, naming the folder (never a skip)."""
+    ../shared/upstream/src, the harness, the stand-in delegate. A missing upstream folder fails the
+    test, naming it (a skip only under GPUAAS_WITHOUT_UPSTREAM=1, which the run's last line reports)."""
+    run_guards.need_upstream("src")
     try:
         return cni.bin_dir()
     except SystemExit as e:
@@ -83,8 +70,9 @@ def cni_tools() -> Path:
 
 
 def need_upstream() -> None:
-    if not upstream_available():
-        pytest.skip("../shared/upstream is absent: the upstream CRDs the plan needs are not available")
+    """The upstream folder is there (a failure naming it and its variable otherwise; a skip only
+    under GPUAAS_WITHOUT_UPSTREAM=1, which the run's last line reports)."""
+    run_guards.need_upstream()
 
 
 class AppliedStack:

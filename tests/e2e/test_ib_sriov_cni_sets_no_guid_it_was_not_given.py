@@ -33,10 +33,9 @@ from components.model.teams import OnPremPartition, Team
 from components.model.types import colon_guid
 from components.tenancy import networks
 from e2e import cni
-from e2e.toolchain import upstream_dir
+from tests import run_guards
 from tests.conftest import offline_run, raw_stack
 
-IB_SRIOV = upstream_dir() / "src" / "ib-sriov-cni-v1.3.0"
 INJECTED = "02:00:00:00:00:00:0b:ad"
 
 
@@ -86,10 +85,10 @@ def test_every_partitioned_team_has_a_nad_and_aks_has_none() -> None:
 def test_ib_sriov_cni_reads_the_pkey_field_and_uses_it_nowhere() -> None:
     """The P_Key of a VF is the host's (the VF script writes it, OpenSM enforces it): in
     ib-sriov-cni's own sources the NAD's ``pkey`` is a field of its config type and nothing else."""
-    assert IB_SRIOV.is_dir(), f"ib-sriov-cni's sources are expected in {IB_SRIOV} (../shared/upstream/src)"
+    src = run_guards.need_upstream("src/ib-sriov-cni-v1.3.0")  # every file checked against its blob id
     uses = [
-        f"{p.relative_to(IB_SRIOV)}:{n}: {line.strip()}"
-        for p in sorted(IB_SRIOV.rglob("*.go"))
+        f"{p.relative_to(src)}:{n}: {line.strip()}"
+        for p in sorted(src.rglob("*.go"))
         if not p.name.endswith("_test.go") and "/mocks/" not in str(p)
         for n, line in enumerate(p.read_text().splitlines(), 1)
         if re.search(r"(?i)pkey", line)

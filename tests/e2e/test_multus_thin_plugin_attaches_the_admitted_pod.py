@@ -18,7 +18,7 @@ network, repairs it (tests/fabric/test_multus_kubeconfig.py: the refresher is ho
 nothing else in its pod needs a network).
 
 This one case needs root and ``unshare``; where they are missing it skips with the reason (it is
-on the suite's list of machine-dependent skips, tests/e2e/conftest.py).
+on the suite's list of machine-dependent skips, ``tests/run_guards.py`` "network namespaces").
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from components.model.teams import OnPremPartition
 from components.tenancy.networks import nad_name
 from e2e import cni
 from e2e.kube import Identity
+from tests import run_guards
 from tests.conftest import raw_stack
-from tests.e2e.conftest import AppliedStack, machine_dependent_skip
+from tests.e2e.conftest import AppliedStack
 from tests.e2e.node_side import grant_multus, run_refresher, token
 
 CFG: StackConfig = parse_config(raw_stack("onprem"))
@@ -147,11 +148,11 @@ def admitted_pod(onprem: AppliedStack, cni_tools: Path) -> Iterator[dict[str, An
 
 
 def test_thin_plugin_add_and_del_for_an_admitted_pod(
-    request: pytest.FixtureRequest, onprem: AppliedStack, cni_tools: Path, admitted_pod: dict[str, Any], tmp_path: Path
+    onprem: AppliedStack, cni_tools: Path, admitted_pod: dict[str, Any], tmp_path: Path
 ) -> None:
     why = cni.namespaces_unavailable()
     if why is not None:
-        machine_dependent_skip(request, why)
+        run_guards.skip_machine("network namespaces", f"the thin plugin's pod network and mount namespaces: {why}")
     node = Node(onprem, cni_tools, tmp_path, admitted_pod)
     vf = cni.PROBE_VFS[0]
     checkpoint = {
