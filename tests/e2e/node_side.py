@@ -7,7 +7,10 @@ ClusterRoleBinding from its state manifests (Mellanox/network-operator v26.4.1, 
 blob 37ffc347, ``0030-cluter_role_binding.yml`` blob e9e23773). Those manifests are not in
 ../shared/upstream (the chart there holds no state manifests); the rules below are written from
 them as they are at that tag, not from the chart. No operator runs in the suite, so the tests
-create these three objects as the operator would.
+create these three objects as the operator would. What ties the rules to ../shared/upstream: the
+operator's own ClusterRole in the chart (``charts/network-operator-v26.4.1/templates/role.yaml``)
+has no ``escalate`` verb, so the API server lets the operator create the ``multus`` role only if it
+holds every permission in it — :func:`operator_cluster_role` and the test that does so.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Final
+
+import yaml
 
 from components.fabric import multus, multus_kubeconfig
 from e2e.kube import Identity, Kube
@@ -38,6 +43,20 @@ MULTUS_CLUSTER_ROLE_RULES: Final[list[dict[str, Any]]] = [
         "verbs": ["get", "list"],
     },
 ]
+
+
+#: The chart's template of the operator's ClusterRole (controller-gen output; one Helm expression, the name).
+OPERATOR_ROLE: Final = "charts/network-operator-v26.4.1/templates/role.yaml"
+
+
+def operator_cluster_role(template: Path, name: str) -> dict[str, Any]:
+    """The chart's operator ClusterRole, rendered: its licence comment dropped, its name set."""
+    text = template.read_text().split("*/}}", 1)[1]
+    text = text.replace('{{ include "network-operator.fullname" . }}', name)
+    assert "{{" not in text, f"{template}: a Helm expression this renderer does not know"
+    role: dict[str, Any] = yaml.safe_load(text)
+    role["metadata"] = {"name": name}
+    return role
 
 
 def multus_identity(namespace: str) -> Identity:

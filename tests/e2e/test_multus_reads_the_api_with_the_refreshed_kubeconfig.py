@@ -25,10 +25,21 @@ from components.loader import parse_config
 from components.model.config import StackConfig
 from components.tenancy.networks import nad_name
 from e2e import cni
-from e2e.kube import Identity, Kube
+from e2e.kube import ApiError, Identity, Kube
+from tests import run_guards
 from tests.conftest import raw_stack
 from tests.e2e.conftest import AppliedStack
-from tests.e2e.node_side import ca_data, grant_multus, multus_identity, run_refresher, server_of, token
+from tests.e2e.node_side import (
+    MULTUS_CLUSTER_ROLE_RULES,
+    OPERATOR_ROLE,
+    ca_data,
+    grant_multus,
+    multus_identity,
+    operator_cluster_role,
+    run_refresher,
+    server_of,
+    token,
+)
 
 CFG: StackConfig = parse_config(raw_stack("onprem"))
 TEAM = next(t for t in CFG.teams if t.partition is not None)
@@ -131,3 +142,48 @@ def test_an_ipv6_service_address_keeps_its_brackets_and_multus_takes_it(stack: A
     answer = cni.multus_client(kubeconfig, TEAM.ns, POD)
     assert answer["stage"] == "pod", answer
     assert f"[::1]:{port}" in answer["error"] and "host must be a URL" not in answer["error"], answer
+
+
+def test_the_operator_may_grant_multus_these_rules(stack: AppliedStack) -> None:
+    """The rules written from the operator's state manifests are within what the chart's operator
+    ClusterRole holds: the API server's RBAC escalation check lets the operator's ServiceAccount
+    create a ClusterRole with them, and refuses one rule more (deleting nodes, which it lacks)."""
+    kube = stack.kube
+    role = operator_cluster_role(run_guards.need_upstream(OPERATOR_ROLE), "gpuaas-e2e-network-operator")
+    kube.apply(role)
+    sa = "gpuaas-e2e-network-operator"
+    kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": NETWORK_NS}})
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": sa},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role["metadata"]["name"],
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": NETWORK_NS}],
+        }
+    )
+    operator = Identity(
+        f"system:serviceaccount:{NETWORK_NS}:{sa}",
+        ("system:serviceaccounts", f"system:serviceaccounts:{NETWORK_NS}", "system:authenticated"),
+    )
+
+    def multus_role(rules: list[dict[str, Any]]) -> dict[str, Any]:
+        meta = {"name": "gpuaas-e2e-multus-as-the-operator-grants-it"}
+        return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta, "rules": rules}
+
+    kube.wait_for(
+        "the operator's role in effect",
+        lambda: kube.can_i("create", "clusterroles", None, operator, group="rbac.authorization.k8s.io"),
+    )
+    kube.create(multus_role(MULTUS_CLUSTER_ROLE_RULES), as_=operator, dry_run=True)
+    more = [*MULTUS_CLUSTER_ROLE_RULES, {"apiGroups": [""], "resources": ["nodes"], "verbs": ["delete"]}]
+    with pytest.raises(ApiError) as refused:
+        kube.create(multus_role(more), as_=operator, dry_run=True)
+    assert (
+        refused.value.status == 403
+        and "attempting to grant RBAC permissions not currently held" in refused.value.message
+    )
