@@ -104,17 +104,32 @@ class Platform(pulumi.ComponentResource):
         #    The guards come first: they are cluster-scoped and select namespaces by label, so they
         #    need no namespace, and a quota or RoleBinding is safe only once they are in force —
         #    every team quota and RoleBinding depends on every guard (review 2026-12-01, item 3).
+        #    That includes the queue guards (an elastic quota's ceiling lets a team hold borrowed
+        #    GPUs: only through its queue) and the DRA claim guards (a quota's device entries let it
+        #    claim GPUs: only of its classes, on its pool), so Queues and the DRA model register
+        #    their cluster-scoped part here and their per-team part once the namespaces exist.
         admission = Admission(f"{name}-admission", cfg, cluster_opts)
-        teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after, guards=admission.objects)
+        guards: list[pulumi.Resource] = list(admission.objects)
+        #     Elastic quotas (components/queueing/queues.py): Kueue, its flavors and ClusterQueues, and
+        #     the policies that send GPU workloads through the team queues.
+        queues = Queues(f"{name}-queues", cfg, cluster_opts) if cfg.queues.elastic else None
+        if queues is not None:
+            guards.extend(queues.guards)
+        #     DRA model: per-profile MIG classes and the claim guards.
+        dra_tenancy = DraTenancy(f"{name}-dra", cfg, cluster_opts) if dra.uses_dra(cfg) else None
+        if dra_tenancy is not None:
+            guards.extend(dra_tenancy.guards)
+        teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after, guards=guards)
         self.exports["teams"] = teams.exports
-        #     Elastic quotas (components/queueing/queues.py): Kueue, the team queues in the team namespaces, and
-        #     the policy that sends GPU workloads through them; before the verification Jobs use them.
+        #     Then what lives in the team namespaces: LocalQueues (before the verification Jobs use
+        #     them), claim templates and the claims RoleBinding.
         after_teams: list[pulumi.Resource] = [teams]
-        if cfg.queues.elastic:
-            after_teams.append(Queues(f"{name}-queues", cfg, cluster_opts, team_namespaces=dict(teams.namespaces)))
-        #     DRA model: per-profile MIG classes, the teams' claim templates and the claim guard.
-        if dra.uses_dra(cfg):
-            after_teams.append(DraTenancy(f"{name}-dra", cfg, cluster_opts, namespaces=teams.namespaces))
+        if queues is not None:
+            queues.local_queues(teams.namespaces)
+            after_teams.append(queues)
+        if dra_tenancy is not None:
+            dra_tenancy.add_team_objects(teams.namespaces)
+            after_teams.append(dra_tenancy)
         #     Observability (components/observability/): the PrometheusRules, dashboards and Kueue's
         #     scrape, once the Prometheus stack's CRDs are read (their absence stops the run before any
         #     monitoring object); after Kueue's namespace, where its ServiceMonitor and token live.

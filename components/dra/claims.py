@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from components.k8s import Manifest
-from components.model import resources
+from components.model import dra, resources
+from components.model.config import StackConfig
 from components.model.dra import CLASS_DOMAIN, GPU_CLASS, mig_class, mig_class_selector, team_devices
 from components.model.teams import Team
 
@@ -57,17 +58,19 @@ def claim_template(team: Team, device_class: str) -> Manifest:
     }
 
 
-def claim_templates(team: Team) -> dict[str, Manifest]:
-    """The team's templates by name: one per class it holds a quota for."""
-    return {template_name(c): claim_template(team, c) for c in team_devices(team)}
+def claim_templates(cfg: StackConfig, team: Team) -> dict[str, Manifest]:
+    """The team's templates by name: one per class it may claim (:func:`components.model.dra.claimable`)."""
+    return {template_name(c): claim_template(team, c) for c in dra.claimable(cfg, team)}
 
 
-def claimable(team: Team) -> str:
-    """Summary text: the templates and classes a team may claim, with its device counts."""
-    devices = team_devices(team)
-    if not devices:
+def claimable(cfg: StackConfig, team: Team) -> str:
+    """Summary text: the templates and classes a team may claim, guaranteed and (elastic) at most."""
+    guaranteed, most = team_devices(team), dra.claimable(cfg, team)
+    if not most:
         return "(none)"
-    return ", ".join(f"{template_name(c)} ({c}) x{n}" for c, n in devices.items())
+    if not cfg.queues.elastic:
+        return ", ".join(f"{template_name(c)} ({c}) x{n}" for c, n in most.items())
+    return ", ".join(f"{template_name(c)} ({c}) {guaranteed.get(c, 0)} guaranteed, up to {n}" for c, n in most.items())
 
 
 def gpus_as_claims(pod_spec: Manifest) -> Manifest:

@@ -3,7 +3,8 @@
 Per team namespace (``gpuaas:teams[*]``, only with ``gpuOperator.resourceModel: dra``):
 
 * **ResourceClaimTemplates** ``gpuaas-gpu`` and ``gpuaas-mig-<profile>``, one device each, for the
-  shapes its quota covers (:func:`components.dra.claims.claim_templates`).
+  shapes it may claim (:func:`components.dra.claims.claim_templates`): its quota's, and with
+  elastic quotas the ones it may borrow (:func:`components.model.dra.claimable`).
 * **RoleBinding** of the team's groups to the ``gpuaas-team-dra`` ClusterRole: create claims and
   templates (the built-in ``edit`` grants none of ``resource.k8s.io``; a separate role keeps the
   device-plugin model's ``gpuaas-team-member`` unchanged).
@@ -42,9 +43,10 @@ from components.dra import claims
 from components.k8s import Manifest
 from components.model import dra
 from components.model.config import StackConfig
+from components.model.elastic import unowned_pools
 from components.model.teams import Team
 from components.tenancy import admission, policy
-from components.tenancy.labels import AKS_POOL_LABEL, PART_OF, POOL_LABEL
+from components.tenancy.labels import AKS_POOL_LABEL, PART_OF
 
 CLAIMS_POLICY: Final = "gpuaas-team-claims"
 POOL_POLICY: Final = "gpuaas-team-dra-node-pool"
@@ -115,12 +117,14 @@ def claims_binding() -> Manifest:
     return policy.binding(CLAIMS_POLICY, policy.team_namespaces())
 
 
-#: The pool guard's own selector test (the pool comes from the namespace label, ``variables.pool``).
+#: The pool guard's own selector tests (the pool comes from the namespace label, ``variables.pool``).
 SELECTS_POOL: Final = admission.SELECTS_POOL
+SELECTS_UNOWNED: Final = admission.SELECTS_UNOWNED
 
 
-def pool_policy() -> Manifest:
-    """AKS: pods of a team that claim DRA devices must select the team's ND pool."""
+def pool_policy(cfg: StackConfig) -> Manifest:
+    """AKS: pods of a team that claim DRA devices must select the team's ND pool; a team without a
+    partition, one of the pools no team owns (as :func:`components.tenancy.admission.pool_policy`)."""
     return policy.policy(
         POOL_POLICY,
         rules=[policy.resource_rule("", "v1", ["CREATE"], ["pods"])],
@@ -129,12 +133,15 @@ def pool_policy() -> Manifest:
                 "name": "claims",
                 "expression": "has(object.spec.resourceClaims) && object.spec.resourceClaims.size() > 0",
             },
-            {"name": "pool", "expression": f"namespaceObject.metadata.labels['{POOL_LABEL}']"},
+            {"name": "pool", "expression": admission.POOL_VAR},
+            admission.unowned_pools_var(cfg),
         ],
         validations=[
             {
-                "expression": f"!variables.claims || ({SELECTS_POOL})",
+                "expression": (f"!variables.claims || (variables.pool == '' ? ({SELECTS_UNOWNED}) : ({SELECTS_POOL}))"),
                 "messageExpression": (
+                    "variables.pool == '' ? 'pods of a team without a partition that claim GPUs select a pool no "
+                    f"team owns with nodeSelector {AKS_POOL_LABEL} ({', '.join(unowned_pools(cfg)) or 'none'})' : "
                     "'pods of this team that claim GPUs run on its InfiniBand pool: select it with nodeSelector "
                     f"{AKS_POOL_LABEL}=' + variables.pool"
                 ),
@@ -145,7 +152,8 @@ def pool_policy() -> Manifest:
 
 
 def pool_binding() -> Manifest:
-    return policy.binding(POOL_POLICY, policy.team_namespaces({"key": POOL_LABEL, "operator": "Exists"}))
+    """Every team namespace: with a pool label its pool, without one the pools no team owns."""
+    return policy.binding(POOL_POLICY, policy.team_namespaces())
 
 
 def cluster_role() -> Manifest:
@@ -186,13 +194,13 @@ def cluster_objects(cfg: StackConfig) -> dict[str, Manifest]:
     }
     out.update({"role": cluster_role(), "claims-policy": claims_policy(), "claims-binding": claims_binding()})
     if cfg.aks is not None:
-        out.update({"pool-policy": pool_policy(), "pool-binding": pool_binding()})
+        out.update({"pool-policy": pool_policy(cfg), "pool-binding": pool_binding()})
     return out
 
 
-def team_objects(team: Team) -> dict[str, Manifest]:
+def team_objects(cfg: StackConfig, team: Team) -> dict[str, Manifest]:
     """One team's DRA objects by role (the suffix of its logical name)."""
-    out: dict[str, Manifest] = {f"template-{name}": t for name, t in claims.claim_templates(team).items()}
+    out: dict[str, Manifest] = {f"template-{name}": t for name, t in claims.claim_templates(cfg, team).items()}
     binding = role_binding(team)
     if binding is not None:
         out["rolebinding"] = binding
@@ -200,7 +208,16 @@ def team_objects(team: Team) -> dict[str, Manifest]:
 
 
 class DraTenancy(pulumi.ComponentResource):
-    """The DRA model's classes, claim templates, RBAC and claim guard (``resourceModel: dra`` only)."""
+    """The DRA model's classes, claim templates, RBAC and claim guard (``resourceModel: dra`` only).
+
+    Two steps around the team namespaces: the constructor registers the cluster-scoped classes,
+    role and guards (``guards``: the policies and bindings), which the team quotas — whose device
+    entries let a team claim GPUs — and RoleBindings wait for, so no claim is ever admitted
+    unguarded; :meth:`team_objects` then adds each team's templates and its claims RoleBinding,
+    which waits for the guards as well.
+    """
+
+    guards: list[pulumi.CustomResource]
 
     def __init__(
         self,
@@ -208,23 +225,28 @@ class DraTenancy(pulumi.ComponentResource):
         cfg: StackConfig,
         opts: pulumi.ResourceOptions | None = None,
         *,
-        namespaces: Mapping[str, pulumi.Resource],
         depends_on: list[pulumi.Resource] | None = None,
     ) -> None:
         super().__init__("gpuaas:index:DraTenancy", name, None, opts)
+        self._name, self._cfg = name, cfg
         after = list(depends_on or [])
-        created: dict[str, pulumi.CustomResource] = {}
+        self._created: dict[str, pulumi.CustomResource] = {}
         objects = cluster_objects(cfg)
         for role, manifest in objects.items():
             if not role.endswith("-binding"):
-                created[role] = kube.apply(f"{name}-{role}", manifest, kube.child(self, after))
+                self._created[role] = kube.apply(f"{name}-{role}", manifest, kube.child(self, after))
+        self.guards = [r for role, r in self._created.items() if role.endswith("-policy")]
         for role, manifest in objects.items():
             if role.endswith("-binding"):
-                guard = created[role.replace("-binding", "-policy")]
-                kube.apply(f"{name}-{role}", manifest, kube.child(self, [guard, *after]))
-        for team in cfg.teams:
+                guard = self._created[role.replace("-binding", "-policy")]
+                self.guards.append(kube.apply(f"{name}-{role}", manifest, kube.child(self, [guard, *after])))
+
+    def add_team_objects(self, namespaces: Mapping[str, pulumi.Resource]) -> None:
+        """Each team's claim templates and claims RoleBinding (after its namespace; the binding after the guards)."""
+        for team in self._cfg.teams:
             ns = namespaces[team.name]
-            for role, manifest in team_objects(team).items():
-                deps = [ns, created["role"]] if role == "rolebinding" else [ns]
-                kube.apply(f"{name}-{team.name}-{role}", manifest, kube.child(self, deps))
-        self.register_outputs({"policies": [CLAIMS_POLICY] + ([POOL_POLICY] if cfg.aks is not None else [])})
+            for role, manifest in team_objects(self._cfg, team).items():
+                deps = [ns, self._created["role"], *self.guards] if role == "rolebinding" else [ns]
+                kube.apply(f"{self._name}-{team.name}-{role}", manifest, kube.child(self, deps))
+        policies = [CLAIMS_POLICY] + ([POOL_POLICY] if self._cfg.aks is not None else [])
+        self.register_outputs({"policies": policies})

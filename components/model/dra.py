@@ -26,6 +26,14 @@ and every GPU extended resource becomes ``"0"`` (nothing advertises them; a pod 
 refused at creation instead of pending forever). RDMA/SR-IOV keys are unchanged: NICs stay on
 their device plugins.
 
+**Host prerequisites.** The driver hands a claim's devices to containers as CDI device names, so
+the nodes' container runtime must have CDI on (containerd 2.0 and CRI-O by default, containerd
+1.7 with ``enable_cdi``); a GPUCluster deploys no container toolkit to set it, and
+:mod:`components.rules.dra` checks what the config shows (AKS pool OS images) or asks for
+``gpuOperator.dra.cdiEnabled``. The kubelet's Topology Manager aligns device-plugin resources by
+NUMA node but not DRA claims, so a GPU from a claim and a partition VF from the SR-IOV device
+plugin are placed independently: GPUDirect RDMA may cross sockets (README, "Host prerequisites").
+
 **What DRA does not do yet here** (refused by :mod:`components.rules.dra`): node-group
 time-slicing and ``quota.timeSlicedGpus`` — the driver shares a GPU only among the containers and
 pods of one claim, and sharing across claims needs alpha gates (``TimeSlicingSettings``,
@@ -40,7 +48,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from components.model import resources
+from components.model import elastic, resources
 from components.model.capacity import mig_counts, sharing_groups
 from components.model.catalog import GPU_MODELS, MigProfile
 from components.model.config import StackConfig
@@ -202,11 +210,29 @@ def render_quota(cfg: StackConfig, device_plugin_hard: dict[str, str], team: Tea
     return dict(sorted(hard.items()))
 
 
+def claimable(cfg: StackConfig, team: Team) -> dict[str, int]:
+    """Devices per class the team may hold at once, by class: what its namespace labels allow, its
+    templates offer and its ResourceQuota admits — one answer for all three.
+
+    Its quota (``quota.gpus``, ``quota.mig``); with elastic quotas every class its ClusterQueue lets
+    it borrow as well, up to its ceiling (:func:`components.model.elastic.quota_ceilings`: guaranteed
+    + borrowable). Until 2026-12 the labels followed the guaranteed quota only, so a team's quota and
+    queue let it borrow MIG devices its claims policy then refused.
+    """
+    out = team_devices(team)
+    if cfg.queues.elastic:
+        for key, value in elastic.quota_ceilings(cfg, team).items():
+            cls = device_class_for(key.removeprefix("requests."))
+            if cls is not None and int(value) > 0:
+                out[cls] = int(value)
+    return dict(sorted(out.items()))
+
+
 def namespace_labels(cfg: StackConfig, team: Team) -> dict[str, str]:
     """Labels naming the classes the team may claim (read by :func:`components.dra.tenancy.claims_policy`)."""
     if not uses_dra(cfg):
         return {}
-    return {f"{CLASS_LABEL_PREFIX}{c}": "true" for c in team_devices(team)}
+    return {f"{CLASS_LABEL_PREFIX}{c}": "true" for c in claimable(cfg, team)}
 
 
 def kueue_device_class_mappings(cfg: StackConfig) -> list[dict[str, Any]]:

@@ -113,6 +113,14 @@ def partition_pools(cfg: StackConfig) -> dict[str, str]:
     return {t.partition.node_pool: t.name for t in cfg.teams if isinstance(t.partition, AksPartition)}
 
 
+def unowned_pools(cfg: StackConfig) -> list[str]:
+    """AKS: the GPU pools no team's partition owns, in platform order — where partitionless teams run."""
+    if cfg.aks is None:
+        return []
+    owned = partition_pools(cfg)
+    return [p.name for p in cfg.aks.gpu_pools if p.name not in owned]
+
+
 def team_flavors(cfg: StackConfig, team: Team) -> list[str]:
     """The GPU flavors of a team's queue, in its order of preference (see :class:`TeamQueue`)."""
     groups = list(flavor_capacity(cfg))

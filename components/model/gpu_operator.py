@@ -21,6 +21,12 @@ class DraOptions(Model):
     #: With ``dynamicMig`` on Kubernetes 1.34–1.35: the cluster's kube-apiserver and kube-scheduler
     #: run with the ``DRAPartitionableDevices`` feature gate (alpha; on by default from 1.36).
     partitionable_devices_enabled: bool = False
+    #: The nodes' container runtime has the Container Device Interface on, which the NVIDIA DRA driver
+    #: hands devices to containers through: containerd 2.0 and CRI-O by default, containerd 1.7 with
+    #: ``enable_cdi = true`` in its CRI plugin. A GPUCluster deploys no container toolkit to turn it
+    #: on, and nothing in the config shows it, so an on-prem DRA stack says so here once checked
+    #: (AKS pools on ``Ubuntu2404`` run containerd 2.0 and need no word; see components/rules/dra.py).
+    cdi_enabled: bool = False
 
 
 class GpuOperator(Model):

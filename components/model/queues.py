@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
-from pydantic import (
-    Field,
-)
+from pydantic import Field
 
 from components.model.base import Model
 from components.model.types import (
@@ -14,6 +12,7 @@ from components.model.types import (
     DnsSubdomain,
     NonNegativeInt,
     PositiveInt,
+    ServiceAccountRef,
 )
 
 
@@ -69,15 +68,70 @@ class WorkloadPriorityClass(Model):
 
 
 KueueIntegration = Literal[
-    "batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "kubeflow.org/mpijob", "pod"
+    "batch/job",
+    "jobset.x-k8s.io/jobset",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/mpijob",
+    "pod",
+    "deployment",
+    "statefulset",
 ]
 
+#: Kueue v0.19.2 framework names (pkg/controller/jobs/*/…_controller.go ``FrameworkName``).
+#: ``deployment`` and ``statefulset`` queue GPU Deployments and StatefulSets pod by pod; Kueue
+#: enables ``pod`` with them (``ImplicitlyEnabledFrameworkNames``), see :func:`effective_integrations`.
 DEFAULT_KUEUE_INTEGRATIONS: tuple[KueueIntegration, ...] = (
     "batch/job",
     "jobset.x-k8s.io/jobset",
     "kubeflow.org/pytorchjob",
     "kubeflow.org/mpijob",
     "pod",
+    "deployment",
+    "statefulset",
+)
+
+#: Integrations whose workloads' pods Kueue manages through its ``pod`` integration, which it then
+#: turns on by itself (deployment_controller.go / statefulset_controller.go: ``ImplicitlyEnabledFrameworkNames``).
+IMPLIES_POD: Final = frozenset({"deployment", "statefulset"})
+
+#: Integrations whose children Kubernetes' own controllers create (kube-controller-manager): no
+#: operator of a stack's choosing is trusted for them (:class:`WorkloadController`).
+BUILT_IN: Final = frozenset({"pod", "batch/job", "deployment", "statefulset"})
+
+
+class WorkloadController(Model):
+    """A workload operator that creates pods or Jobs in team namespaces (``queues.controllers``).
+
+    Its pods and Jobs carry a controller ownerReference to their workload; only the identities
+    listed here (and Kubernetes' own controllers) may create such objects in team namespaces,
+    because Kueue skips a pod or Job whose controller is a workload it manages (v0.19.2
+    ``FindAncestorJobManagedByKueue``; "same-namespace ownership spoofing is out of scope").
+    """
+
+    #: ``<namespace>/<name>`` of the operator's ServiceAccount.
+    service_account: ServiceAccountRef
+    #: Kueue-managed kinds (``queues.integrations`` names) whose pods or Jobs this operator creates:
+    #: those children pass the queue guard without a queue label of their own (their workload went
+    #: through the queue). Empty: an operator Kueue does not know (Argo Workflows, Ray without its
+    #: integration) whose GPU pods then name the queue themselves.
+    integrations: list[KueueIntegration] = Field(default_factory=list)
+
+    @property
+    def username(self) -> str:
+        namespace, _, name = self.service_account.partition("/")
+        return f"system:serviceaccount:{namespace}:{name}"
+
+
+#: The upstream install defaults: JobSet (config/default: namespace jobset-system, SA
+#: jobset-controller-manager), the Kubeflow training operator v1 (manifests/overlays/standalone:
+#: namespace kubeflow, SA training-operator) and the MPI operator v2 (deploy/v2beta1: namespace
+#: mpi-operator, SA mpi-operator; it creates the workers' pods and the launcher Job).
+DEFAULT_CONTROLLERS: Final[tuple[WorkloadController, ...]] = (
+    WorkloadController(
+        service_account="jobset-system/jobset-controller-manager", integrations=["jobset.x-k8s.io/jobset"]
+    ),
+    WorkloadController(service_account="kubeflow/training-operator", integrations=["kubeflow.org/pytorchjob"]),
+    WorkloadController(service_account="mpi-operator/mpi-operator", integrations=["kubeflow.org/mpijob"]),
 )
 
 
@@ -96,6 +150,25 @@ class Queues(Model):
     manage_jobs_without_queue_name: bool = False
     #: Job kinds Kueue manages; one whose CRD is absent waits until it appears (Kueue jobframework).
     integrations: list[KueueIntegration] = Field(default_factory=lambda: list(DEFAULT_KUEUE_INTEGRATIONS))
+    #: Operators trusted to create pods and Jobs for workloads in team namespaces (see
+    #: :class:`WorkloadController`); Kubernetes' own controllers are always trusted.
+    controllers: list[WorkloadController] = Field(default_factory=lambda: list(DEFAULT_CONTROLLERS))
     preemption: KueuePreemption = KueuePreemption()
     priority_classes: list[WorkloadPriorityClass] = Field(default_factory=list)
+    #: Kueue's manager replicas (chart ``controllerManager.replicas``): its pod webhook is
+    #: ``failurePolicy: Fail`` on every team namespace, so with one replica down no team pod can
+    #: be created. Two or more run with leader election, a PodDisruptionBudget and spread over nodes.
+    replicas: PositiveInt = 2
+    #: Seconds an admitted workload has for all its pods to be ready before Kueue evicts it and
+    #: requeues it (``waitForPodsReady.timeout``), giving back the quota it held (a pod refused by
+    #: the ResourceQuota, unschedulable or stuck pulling its image never starts).
+    pods_ready_timeout_seconds: PositiveInt = 600
     helm_timeout_seconds: PositiveInt = 600
+
+
+def effective_integrations(queues: Queues) -> frozenset[str]:
+    """The frameworks Kueue runs: those listed, and ``pod`` where a listed one implies it."""
+    listed = set(queues.integrations)
+    if listed & IMPLIES_POD:
+        listed.add("pod")
+    return frozenset(listed)

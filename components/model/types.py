@@ -125,7 +125,18 @@ def _aks_pool(value: str) -> str:
     return value
 
 
+def _service_account(value: str) -> str:
+    namespace, sep, name = value.partition("/")
+    if not sep or not namespace or not name:
+        raise ValueError(f"{value!r} is not <namespace>/<name> of a ServiceAccount (e.g. kubeflow/training-operator)")
+    _dns_label(namespace)
+    _dns_subdomain(name)
+    return value
+
+
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+#: ``<namespace>/<name>`` of a ServiceAccount; it signs in as ``system:serviceaccount:<namespace>:<name>``.
+ServiceAccountRef = Annotated[str, AfterValidator(_service_account)]
 DnsSubdomain = Annotated[str, AfterValidator(_dns_subdomain)]
 PKey = Annotated[int, BeforeValidator(parse_pkey)]
 Guid = Annotated[int, BeforeValidator(parse_guid)]

@@ -47,6 +47,7 @@ def _type_name(tp: Any) -> str:
 _NAMED = {
     "_dns_label": "DNS label",
     "_dns_subdomain": "DNS subdomain",
+    "_service_account": "ServiceAccount `namespace/name`",
     "parse_pkey": "P_Key",
     "parse_guid": "GUID",
     "_semver": "chart version",

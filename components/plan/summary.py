@@ -84,14 +84,17 @@ def dra_lines(cfg: StackConfig) -> list[str]:
         f"GPU resource model: dra (GPUCluster {gpu_cluster.GPU_CLUSTER}, NVIDIA DRA driver {cfg.versions.dra_driver}; "
         "no ClusterPolicy, no device plugin; GPU quotas as devices per DeviceClass)",
         "",
-        "Claimable devices (ResourceClaimTemplate (DeviceClass) x quota)",
+        "Claimable devices (ResourceClaimTemplate (DeviceClass) x quota"
+        + ("; elastic: guaranteed, and at most with what the team may borrow" if cfg.queues.elastic else "")
+        + ")",
     ]
-    lines += table(["team", "namespace", "claims", "devices"], [_dra_row(t) for t in cfg.teams])
+    lines += table(["team", "namespace", "claims", "devices"], [_dra_row(cfg, t) for t in cfg.teams])
     return lines
 
 
-def _dra_row(team: Team) -> list[str]:
-    return [team.name, team.ns, str(sum(dra.team_devices(team).values())), claims.claimable(team)]
+def _dra_row(cfg: StackConfig, team: Team) -> list[str]:
+    """``claims``: the most claims the ResourceQuota admits (one device each at least)."""
+    return [team.name, team.ns, str(sum(dra.claimable(cfg, team).values())), claims.claimable(cfg, team)]
 
 
 def _queue_lines(cfg: StackConfig) -> list[str]:

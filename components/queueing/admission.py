@@ -9,19 +9,27 @@ Kueue admits what its ClusterQueues allow, but only for workloads it manages: a 
    team name (= the namespace's ``gpuaas.io/team`` label, read from ``namespaceObject``). Naming
    another team's queue is refused, on create and on update (a relabel).
 2. ``through-queue`` (only while ``queues.manageJobsWithoutQueueName`` is false): a workload that
-   requests a GPU kind (``nvidia.com/gpu``, ``nvidia.com/gpu.shared``, ``nvidia.com/mig-*``) names
-   a queue. A GPU workload is one whose pod spec requests a GPU extended resource or has
-   ``resourceClaims`` (DRA: a claim is how a GPU is asked for, and Kueue counts it through
-   ``deviceClassMappings``). Children created by a workload controller are exempt, decided by
-   *who asks* (``request.userInfo.username``, which a user cannot forge), never by
-   ``ownerReferences`` (which anyone may write): their parent was checked. A plain GPU pod with
-   ``pod`` not among ``queues.integrations`` cannot be queued at all and is refused.
+   asks for what the queue counts and no one else may hand out — a GPU kind (``nvidia.com/gpu``,
+   ``nvidia.com/gpu.shared``, ``nvidia.com/mig-*``), the team's partition resource
+   (``nvidia.com/sriov*``, ``rdma/*``) or DRA ``resourceClaims`` (Kueue counts a claim through
+   ``deviceClassMappings``) — names a queue, on CREATE and on an UPDATE that turns a pod template
+   into such a one. Then the VF budget of the ResourceQuota and of the ClusterQueue is one budget:
+   nothing outside the queue takes VFs Kueue thinks free. Children of a queued workload are exempt
+   by who creates them *and* what they belong to
+   (:func:`components.queueing.controllers.exempt_children`): the Job controller's pods of a Job,
+   the training operator's pods of a PyTorchJob. A pod with ``pod`` not among the integrations
+   cannot be queued at all and is refused.
 3. ``same-queue``: an UPDATE keeps the queue label as it was (value or absence): removing it from
    a suspended Job would let it run outside Kueue, adding it later would move a running one in.
-4. apps/v1 Deployments, StatefulSets and ReplicaSets (which the team role may write): Kueue
-   manages none of them here (its ``deployment``/``statefulset`` integrations are not among
-   ``queues.integrations``, and there is none for ReplicaSets), so a GPU pod template there is
-   refused outright, on create and whenever an update turns a template into a GPU one.
+4. ReplicaSets (which the team role may write) are no Kueue integration: a GPU template there is
+   refused, except the ReplicaSets the deployment controller makes for a Deployment (that
+   Deployment was checked; a rollout of a GPU Deployment made before elastic quotas is not
+   trapped). Deployments and StatefulSets are queued through Kueue's ``deployment`` and
+   ``statefulset`` integrations (on by default); without them they are refused like ReplicaSets.
+
+Two more guards complete it: nobody but a controller sets a controller ownerReference
+(:mod:`components.queueing.controllers`, Kueue skips the children of workloads it manages), and
+nobody but Kueue unsuspends a queued workload (:mod:`components.queueing.suspend`).
 
 One policy per workload kind (ValidatingAdmissionPolicy, admissionregistration.k8s.io/v1), so
 each expression is type-checked against one schema; a kind whose CRD is absent matches nothing.
@@ -34,6 +42,9 @@ from typing import Final
 
 from components.k8s import Manifest
 from components.model.config import StackConfig
+from components.model.queues import effective_integrations
+from components.queueing import controllers, suspend
+from components.queueing.controllers import CONTROLLER_REFS
 from components.tenancy import policy
 from components.tenancy.labels import TEAM_LABEL
 
@@ -41,7 +52,9 @@ QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 POLICY_PREFIX: Final = "gpuaas-team-queue"
 
-_GPU: Final = "r == 'nvidia.com/gpu' || r == 'nvidia.com/gpu.shared' || r.startsWith('nvidia.com/mig-')"
+#: What the queue counts and nothing else may hand out: every ``nvidia.com/*`` resource (GPU kinds,
+#: the SR-IOV partition pools) and the RDMA shared device (``rdma/*``). Not cpu or memory.
+_GPU: Final = "r.startsWith('nvidia.com/') || r.startsWith('rdma/')"
 _WANTS: Final = (
     f"has(c.resources) && ((has(c.resources.requests) && c.resources.requests.exists(r, {_GPU})) || "
     f"(has(c.resources.limits) && c.resources.limits.exists(r, {_GPU})))"
@@ -84,51 +97,35 @@ KINDS: Final[tuple[tuple[str, str, str, str, str], ...]] = (
     ),
     ("kubeflow.org/pytorchjob", "kubeflow.org", "v1", "pytorchjobs", _replica_specs("pytorchReplicaSpecs")),
     ("kubeflow.org/mpijob", "kubeflow.org", "v2beta1", "mpijobs", _replica_specs("mpiReplicaSpecs")),
+    ("deployment", "apps", "v1", "deployments", "[o.spec.template.spec]"),
+    ("statefulset", "apps", "v1", "statefulsets", "[o.spec.template.spec]"),
 )
-
-#: apps/v1 kinds the team role may write (components/tenancy/teams.py); Kueue manages none of them here.
-APPS_KINDS: Final[tuple[str, ...]] = ("deployments", "statefulsets", "replicasets")
-
-#: Who creates a workload's children. kube-controller-manager signs in as
-#: ``system:kube-controller-manager`` unless ``--use-service-account-credentials`` (then each
-#: controller as its own kube-system service account; kubernetes cmd/kube-controller-manager,
-#: "controller roles" bootstrap policy). Team users are never these.
-KCM: Final = "system:kube-controller-manager"
-POD_CONTROLLERS: Final[tuple[str, ...]] = (
-    KCM,
-    "system:serviceaccount:kube-system:job-controller",
-    "system:serviceaccount:kube-system:replicaset-controller",
-    "system:serviceaccount:kube-system:statefulset-controller",
-    # kubeflow training-operator (manifests/base: namespace kubeflow, SA training-operator) and
-    # mpi-operator v2 (deploy/v2beta1: namespace mpi-operator, SA mpi-operator) create pods.
-    "system:serviceaccount:kubeflow:training-operator",
-    "system:serviceaccount:mpi-operator:mpi-operator",
-)
-#: The JobSet controller (config/default: namespace jobset-system, SA jobset-controller-manager)
-#: copies labels from ``replicatedJobs[].template`` only, so a JobSet labelled on itself has
-#: unlabelled child Jobs; the JobSet was checked (and Kueue skips Jobs whose parent JobSet it
-#: manages). mpi-operator's launcher is a Job of its MPIJob. Never ``system:kube-controller-manager``
-#: here: the CronJob controller signs in as that, and a CronJob's Jobs must carry the label.
-JOB_CONTROLLERS: Final[tuple[str, ...]] = (
-    "system:serviceaccount:jobset-system:jobset-controller-manager",
-    "system:serviceaccount:mpi-operator:mpi-operator",
-)
-
-
-def _controller_exempt(plural: str) -> str:
-    names = {"pods": POD_CONTROLLERS, "jobs": JOB_CONTROLLERS}.get(plural, ())
-    if not names:
-        return ""
-    return "request.userInfo.username in [" + ", ".join(f"'{n}'" for n in names) + "] || "
+#: Kinds covered whatever the integrations say: the team role may write them.
+ALWAYS: Final = frozenset({"pods", "jobs", "deployments", "statefulsets"})
+#: apps/v1 kinds the team role may write that Kueue has no integration for.
+APPS_KINDS: Final[tuple[str, ...]] = ("replicasets",)
 
 
 def policy_name(plural: str) -> str:
     return f"{POLICY_PREFIX}-{plural}"
 
 
-def queue_policy(cfg: StackConfig, integration: str, group: str, version: str, plural: str, specs: str) -> Manifest:
-    """The policy for one workload kind (see the module docstring for its checks)."""
-    managed = integration in cfg.queues.integrations
+def _through_queue(exempt: str, queued: str) -> str:
+    """CEL: a workload asking for queued resources names its queue (``queued``: ``'false'`` when
+    the kind cannot be queued). CREATE: unless ``exempt``; UPDATE: once its template turns into one."""
+    create = f"({exempt}) || " if exempt else ""
+    return (
+        f"request.operation == 'CREATE' ? ({create}!variables.wantsGpu || {queued}) : "
+        f"(!variables.wantsGpu || variables.oldWantsGpu || {queued})"
+    )
+
+
+def queue_policy(
+    cfg: StackConfig, integration: str | None, group: str, version: str, plural: str, specs: str
+) -> Manifest:
+    """The policy for one workload kind (see the module docstring for its checks); ``integration``
+    ``None``: a kind Kueue has no integration for (ReplicaSets)."""
+    managed = integration is not None and integration in effective_integrations(cfg.queues)
     validations = [
         {
             "expression": "variables.queue == '' || variables.queue == variables.ownQueue",
@@ -145,43 +142,26 @@ def queue_policy(cfg: StackConfig, integration: str, group: str, version: str, p
         },
     ]
     if not cfg.queues.manage_jobs_without_queue_name or not managed:
-        exempt = _controller_exempt(plural)
+        exempt = controllers.exempt_children(cfg, plural)
         if managed:
-            expression = (
-                f"request.operation != 'CREATE' || {exempt}!variables.wantsGpu || variables.queue == variables.ownQueue"
-            )
+            expression = _through_queue(exempt, "variables.queue == variables.ownQueue")
             message = (
-                "'GPU workloads in team namespaces go through the team\\'s Kueue queue: add the label "
+                "'GPU and RDMA workloads in team namespaces go through the team\\'s Kueue queue: add the label "
                 f"{QUEUE_LABEL}: ' + variables.ownQueue"
             )
         else:
-            expression = f"request.operation != 'CREATE' || {exempt}!variables.wantsGpu"
+            expression = _through_queue(exempt, "false")
+            why = (
+                f"gpuaas:queues.integrations lacks {integration}"
+                if integration
+                else "Kueue has no integration for them"
+            )
             message = (
-                f"'{plural} are not managed by Kueue here (gpuaas:queues.integrations lacks {integration}), so GPU "
-                "ones cannot go through the team\\'s queue: run them as a Job labelled "
-                f"{QUEUE_LABEL}: ' + variables.ownQueue"
+                f"'{plural} are not managed by Kueue here ({why}), so GPU and RDMA ones cannot go through the "
+                f"team\\'s queue: run them as a Job labelled {QUEUE_LABEL}: ' + variables.ownQueue"
             )
         validations.append({"expression": expression, "messageExpression": message, "reason": "Forbidden"})
     return _policy(plural, group, version, specs, validations)
-
-
-def apps_policy(plural: str) -> Manifest:
-    """apps/v1 Deployments, StatefulSets, ReplicaSets: no GPU pod template (module docstring, 4).
-
-    An UPDATE of a template that already asked for a GPU (made before elastic quotas) passes: the
-    deployment controller updates its ReplicaSets to scale them, and refusing it would wedge them.
-    """
-    validations = [
-        {
-            "expression": "!variables.wantsGpu || (request.operation == 'UPDATE' && variables.oldWantsGpu)",
-            "messageExpression": (
-                f"'{plural} are not managed by Kueue here, so GPU ones would bypass the team\\'s queue: run "
-                f"GPU work as a Job labelled {QUEUE_LABEL}: ' + variables.ownQueue"
-            ),
-            "reason": "Forbidden",
-        }
-    ]
-    return _policy(plural, "apps", "v1", "[o.spec.template.spec]", validations)
 
 
 def _root(specs: str, root: str) -> str:
@@ -190,18 +170,15 @@ def _root(specs: str, root: str) -> str:
 
 
 def _policy(plural: str, group: str, version: str, specs: str, validations: list[dict[str, str]]) -> Manifest:
-    old_specs = f"request.operation == 'UPDATE' ? {_root(specs, 'oldObject')} : []" if group == "apps" else None
     variables = [
         {"name": "queue", "expression": QUEUE_VAR},
         {"name": "ownQueue", "expression": OWN_QUEUE_VAR},
         {"name": "podSpecs", "expression": _root(specs, "object")},
         {"name": "wantsGpu", "expression": WANTS_GPU},
+        {"name": "oldPodSpecs", "expression": f"request.operation == 'UPDATE' ? ({_root(specs, 'oldObject')}) : []"},
+        {"name": "oldWantsGpu", "expression": OLD_WANTS_GPU},
+        {"name": "controllerRefs", "expression": CONTROLLER_REFS},
     ]
-    if old_specs is not None:
-        variables += [
-            {"name": "oldPodSpecs", "expression": old_specs},
-            {"name": "oldWantsGpu", "expression": OLD_WANTS_GPU},
-        ]
     return policy.policy(
         policy_name(plural),
         namespaces=policy.team_namespaces(),
@@ -215,17 +192,31 @@ def queue_binding(plural: str) -> Manifest:
     return policy.binding(policy_name(plural), policy.team_namespaces())
 
 
+def covered(cfg: StackConfig) -> list[tuple[str | None, str, str, str, str]]:
+    """(integration, group, version, plural, specs) of every kind a queue policy covers, in order."""
+    enabled = effective_integrations(cfg.queues)
+    out: list[tuple[str | None, str, str, str, str]] = [k for k in KINDS if k[3] in ALWAYS or k[0] in enabled]
+    out += [(None, "apps", "v1", plural, "[o.spec.template.spec]") for plural in APPS_KINDS]
+    return out
+
+
 def queue_admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
-    """Role → object: a policy and a binding per workload kind (pods and Jobs always; the others
-    where ``queues.integrations`` names them). Empty unless ``queues.elastic``."""
+    """Role → object: a policy and a binding per workload kind (pods, Jobs and the apps kinds always;
+    the others where ``queues.integrations`` names them), the ownerReference guard and the
+    unsuspend guard per suspendable kind. Empty unless ``queues.elastic``."""
     if not cfg.queues.elastic:
         return {}
     out: dict[str, Manifest] = {}
-    for integration, group, version, plural, specs in KINDS:
-        if plural in ("pods", "jobs") or integration in cfg.queues.integrations:
-            out[f"{plural}-queue-policy"] = queue_policy(cfg, integration, group, version, plural, specs)
-            out[f"{plural}-queue-binding"] = queue_binding(plural)
-    for plural in APPS_KINDS:
-        out[f"{plural}-queue-policy"] = apps_policy(plural)
+    kinds = covered(cfg)
+    for integration, group, version, plural, specs in kinds:
+        out[f"{plural}-queue-policy"] = queue_policy(cfg, integration, group, version, plural, specs)
         out[f"{plural}-queue-binding"] = queue_binding(plural)
+    out["owners-queue-policy"] = controllers.owners_policy(cfg, [(g, v, p) for _i, g, v, p, _s in kinds])
+    out["owners-queue-binding"] = controllers.owners_binding()
+    enabled = effective_integrations(cfg.queues)
+    for integration in suspend.SUSPENDABLE:
+        if integration in enabled:
+            plural = suspend.SUSPENDABLE[integration][2]
+            out[f"{plural}-suspend-policy"] = suspend.suspend_policy(cfg, integration)
+            out[f"{plural}-suspend-binding"] = suspend.suspend_binding(cfg, integration)
     return out

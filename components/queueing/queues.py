@@ -9,8 +9,11 @@ Kueue v0.19.2 API (``kueue.x-k8s.io/v1beta2``, CRDs in shared/upstream/kueue/v0.
   (:func:`kueue_configuration`): which job kinds it manages, whether jobs without a queue name
   are held, and only in team namespaces.
 * **ResourceFlavor** per node group / GPU pool: ``nodeLabels`` ``gpuaas.io/node-group`` (the label
-  gpuaas puts on every node of the group, components/clusters/onprem_nodes.py), and on AKS tolerations of
-  the pool's taints (Kueue adds a flavor's tolerations to the pods it admits). One more,
+  gpuaas puts on every node of the group, components/clusters/onprem_nodes.py), and on AKS also
+  ``kubernetes.azure.com/agentpool`` and tolerations of the pool's taints. Kueue writes a flavor's
+  node labels into the admitted Job's pod template as a nodeSelector (and its tolerations), so the
+  Job's pods select their pool by the label the AKS pool guard asks for
+  (:mod:`components.tenancy.admission`); without it an admitted Job's pods were refused. One more,
   :data:`components.model.elastic.ANY_NODE`, without labels, for cpu, memory and partition resources.
 * **ClusterQueue** per team (named after the team): its cohort, a ``namespaceSelector`` of the
   team namespace only, resource groups (:func:`resource_groups`), preemption from
@@ -21,6 +24,7 @@ Kueue v0.19.2 API (``kueue.x-k8s.io/v1beta2``, CRDs in shared/upstream/kueue/v0.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Final
 
@@ -33,7 +37,7 @@ from components.model import dra, elastic
 from components.model.capacity import sharing_groups
 from components.model.config import StackConfig
 from components.model.elastic import ANY_NODE, Line
-from components.model.resources import NODE_GROUP_LABEL, PART_OF
+from components.model.resources import AKS_POOL_LABEL, NODE_GROUP_LABEL, PART_OF
 from components.model.teams import Team
 from components.queueing.admission import queue_admission_objects
 
@@ -55,6 +59,8 @@ def resource_flavors(cfg: StackConfig) -> dict[str, Manifest]:
     aks = cfg.aks
     for _where, name, _sharing, _model in sharing_groups(cfg):
         spec: dict[str, Any] = {"nodeLabels": {NODE_GROUP_LABEL: name}}
+        if aks is not None:
+            spec["nodeLabels"][AKS_POOL_LABEL] = name
         if aks is not None and aks.pools_by_name[name].taints:
             spec["tolerations"] = [kube.taint_toleration(t) for t in aks.pools_by_name[name].taints]
         out[name] = {"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": spec}
@@ -203,6 +209,14 @@ def kueue_configuration(cfg: StackConfig) -> dict[str, Any]:
         },
         "clientConnection": {"qps": 300, "burst": 500},
         "manageJobsWithoutQueueName": q.manage_jobs_without_queue_name,
+        # Kueue v0.19 turns waitForPodsReady on by default, with a 30-minute timeout
+        # (apis/config/v1beta2/defaults.go; feature gate DisableWaitForPodsReady: "Temporary option
+        # while WaitForPodsReady is enabled by default"). Written out with the stack's timeout: an
+        # admitted workload whose pods do not all start in time (refused by the ResourceQuota for
+        # CPU that pods outside the queue took, unschedulable, an image that never pulls) is evicted
+        # and requeued, and the quota it held — borrowed GPUs included — goes back to the cohort.
+        # blockAdmission stays false: one slow Job must not stop every other admission.
+        "waitForPodsReady": {"timeout": f"{q.pods_ready_timeout_seconds}s", "blockAdmission": False},
         # Kueue manages jobs in team namespaces only: never an operator's own Jobs or pods.
         "managedJobsNamespaceSelector": {"matchExpressions": [{"key": "gpuaas.io/team", "operator": "Exists"}]},
         "integrations": {"frameworks": list(q.integrations)},
@@ -218,11 +232,48 @@ def _dra_mappings(cfg: StackConfig) -> dict[str, Any]:
     return {"resources": {"deviceClassMappings": mappings}} if mappings else {}
 
 
+#: The chart's selector labels of the manager pods (templates/_helpers.tpl ``kueue.selectorLabels``,
+#: release ``kueue``).
+MANAGER_LABELS: Final = {
+    "app.kubernetes.io/name": "kueue",
+    "app.kubernetes.io/instance": RELEASE,
+    "control-plane": "controller-manager",
+}
+
+
+def high_availability(cfg: StackConfig) -> dict[str, Any]:
+    """``controllerManager`` values that keep Kueue's webhooks answering (chart v0.19.2 values.yaml).
+
+    Kueue's pod webhook is ``failurePolicy: Fail`` on every team namespace (templates/webhook
+    manifests.yaml, ``mpod.kb.io`` with ``pod`` among the frameworks), as are its Job webhooks:
+    while no manager answers, no pod or Job can be created there, the verification Jobs and every
+    team workload included. So ``queues.replicas`` (default 2) managers run, spread over nodes,
+    with a PodDisruptionBudget keeping one through a drain. Leader election is on in the
+    Configuration (``leaderElection.leaderElect``): one replica schedules, the others take over
+    within the lease; every replica serves the webhooks (controller-runtime's webhook server does
+    not need leader election, ``webhook.DefaultServer.NeedLeaderElection``).
+    """
+    replicas = cfg.queues.replicas
+    values: dict[str, Any] = {"replicas": replicas}
+    if replicas > 1:
+        values["podDisruptionBudget"] = {"enabled": True, "minAvailable": 1}
+        values["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": dict(MANAGER_LABELS)},
+            }
+        ]
+    return values
+
+
 def helm_values(cfg: StackConfig) -> dict[str, Any]:
     v = cfg.versions
     return {
         "controllerManager": {
-            "manager": {"image": {"repository": v.kueue_image, "tag": v.kueue, "pullPolicy": "IfNotPresent"}}
+            **high_availability(cfg),
+            "manager": {"image": {"repository": v.kueue_image, "tag": v.kueue, "pullPolicy": "IfNotPresent"}},
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_configuration(cfg), sort_keys=False)},
     }
@@ -255,21 +306,23 @@ def queue_objects(cfg: StackConfig) -> dict[str, Manifest]:
 
 
 class Queues(pulumi.ComponentResource):
-    """Kueue and the team queues; after the team namespaces (LocalQueues live there).
+    """Kueue and the team queues, in two steps around the team namespaces.
 
-    Order: namespace → Helm release (CRDs) → flavors and priority classes → ClusterQueues →
-    LocalQueues (and the team namespaces) → the admission policies that send GPU workloads there.
+    The constructor registers what needs no team namespace: Kueue's namespace → Helm release (CRDs)
+    → flavors and priority classes → ClusterQueues, and the admission guards that send GPU work
+    through the queues (cluster-scoped; they select team namespaces by label and need neither a
+    namespace nor Kueue's CRDs). ``guards`` are those policies and bindings: the team quotas, whose
+    elastic ceilings let a team hold borrowed GPUs, and the RoleBindings wait for them
+    (:class:`components.tenancy.teams.Teams` ``guards``), so no quota is raised while a GPU pod
+    could still skip the queue. :meth:`local_queues` then puts each team's LocalQueue in its
+    namespace, once that exists.
     """
 
-    def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        team_namespaces: dict[str, pulumi.Resource],
-    ) -> None:
+    guards: list[pulumi.CustomResource]
+
+    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:Queues", name, None, opts)
+        self._name, self._cfg = name, cfg
         ns = kube.apply(f"{name}-namespace", namespace(cfg), kube.child(self))
         release = kube.helm_release(
             f"{name}-kueue",
@@ -282,22 +335,39 @@ class Queues(pulumi.ComponentResource):
             timeout=cfg.queues.helm_timeout_seconds,
             opts=kube.child(self, [ns]),
         )
-        objects = queue_objects(cfg)
+        self._objects = queue_objects(cfg)
         shared: list[pulumi.Resource] = [
             kube.apply(f"{name}-{role}", obj, kube.child(self, [release]))
-            for role, obj in objects.items()
+            for role, obj in self._objects.items()
             if role.startswith(("flavor-", "priority-"))
         ]
-        for team in cfg.teams:
-            cq = kube.apply(
-                f"{name}-{team.name}-cluster-queue", objects[f"{team.name}-cluster-queue"], kube.child(self, shared)
+        self._cluster_queues = {
+            team.name: kube.apply(
+                f"{name}-{team.name}-cluster-queue",
+                self._objects[f"{team.name}-cluster-queue"],
+                kube.child(self, shared),
             )
-            after = [cq, *([team_namespaces[team.name]] if team.name in team_namespaces else [])]
-            kube.apply(f"{name}-{team.name}-local-queue", objects[f"{team.name}-local-queue"], kube.child(self, after))
+            for team in cfg.teams
+        }
+        self.guards = []
         admission = queue_admission_objects(cfg)
         for role, manifest in admission.items():
             if role.endswith("-policy"):
-                policy = kube.apply(f"{name}-{role}", manifest, kube.child(self, [release]))
-                binding = admission[role.replace("-policy", "-binding")]
-                kube.apply(f"{name}-{role.replace('-policy', '-binding')}", binding, kube.child(self, [policy]))
-        self.register_outputs({"clusterQueues": sorted(t.name for t in cfg.teams)})
+                policy = kube.apply(f"{name}-{role}", manifest, kube.child(self))
+                binding_role = role.replace("-policy", "-binding")
+                binding = kube.apply(f"{name}-{binding_role}", admission[binding_role], kube.child(self, [policy]))
+                self.guards += [policy, binding]
+
+    def local_queues(self, team_namespaces: Mapping[str, pulumi.Resource]) -> None:
+        """Each team's LocalQueue, after its ClusterQueue and its namespace."""
+        for team in self._cfg.teams:
+            after = [
+                self._cluster_queues[team.name],
+                *([team_namespaces[team.name]] if team.name in team_namespaces else []),
+            ]
+            kube.apply(
+                f"{self._name}-{team.name}-local-queue",
+                self._objects[f"{team.name}-local-queue"],
+                kube.child(self, after),
+            )
+        self.register_outputs({"clusterQueues": sorted(t.name for t in self._cfg.teams)})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Final
 
 from components.model import dra, versions
 from components.model.capacity import gpus_per_node, node_counts, sharing_groups
@@ -94,8 +95,45 @@ def dra_issues(cfg: StackConfig) -> Iterator[Issue]:
                 f"{team.quota.time_sliced_gpus}: time-sliced GPUs are a device-plugin resource; under resourceModel "
                 "dra quota whole GPUs (gpus) or MIG profiles (mig)",
             )
+    yield from _cdi(cfg)
     if dra.dynamic_mig(cfg):
         yield from _dynamic_mig(cfg, parsed)
+
+
+#: AKS node images whose containerd has CDI on by default: Ubuntu 24.04 images run containerd 2.0
+#: (azure-aks-docs upgrade-os-version.md; ../shared/reference/pulumi-azure.md). 22.04 images run
+#: containerd 1.7, where ``enable_cdi`` defaults to false and AKS offers no setting for it.
+_CDI_BY_DEFAULT: Final = frozenset({"Ubuntu2404"})
+
+
+def _cdi(cfg: StackConfig) -> Iterator[Issue]:
+    """The NVIDIA DRA driver needs CDI in the nodes' container runtime: check what the config shows.
+
+    The driver's kubelet plugin answers a claim with CDI device names, which the runtime must
+    resolve (dra-driver-nvidia-gpu docs: CDI is a prerequisite; containerd 2.0 enables it by
+    default, containerd 1.7 needs ``enable_cdi``). AKS: the pools' OS images decide it. On-prem the
+    config cannot see the runtime: ``gpuOperator.dra.cdiEnabled`` says it was checked.
+    """
+    if cfg.gpu_operator.dra.cdi_enabled:
+        return
+    aks = cfg.aks
+    if aks is not None:
+        for i, pool in enumerate(aks.gpu_pools):
+            if pool.os_sku not in _CDI_BY_DEFAULT:
+                yield Issue(
+                    f"gpuaas:platform.gpuPools[{i}].osSku",
+                    f"{pool.os_sku}: its nodes run containerd 1.7, where CDI (which the NVIDIA DRA driver hands "
+                    "devices through) is off unless enable_cdi is set; use Ubuntu2404 (containerd 2.0, CDI on), or set "
+                    "gpuaas:gpuOperator.dra.cdiEnabled: true once the nodes have it on",
+                )
+        return
+    yield Issue(
+        "gpuaas:gpuOperator.dra.cdiEnabled",
+        "false: the NVIDIA DRA driver hands devices to containers through CDI, which the nodes' container runtime "
+        "must have on (containerd 2.0 and CRI-O: on by default; containerd 1.7: enable_cdi = true and "
+        "cdi_spec_dirs in the CRI plugin config) and a GPUCluster does not configure; check the nodes, then set "
+        "it true",
+    )
 
 
 #: DRAPartitionableDevices, which dynamic MIG's ResourceSlices need, is on by default from 1.36.

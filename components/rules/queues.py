@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Final
 
-from components.model import resources
-from components.model.capacity import sharing_groups, team_requests
+from components.model import dra, resources
+from components.model.capacity import mig_counts, sharing_groups, team_requests
 from components.model.config import StackConfig
 from components.model.elastic import (
     ANY_NODE,
@@ -22,11 +22,16 @@ from components.model.elastic import (
     team_flavors,
 )
 from components.model.errors import Issue
-from components.model.queues import QueueAmounts
+from components.model.queues import BUILT_IN, QueueAmounts
 from components.model.teams import AksPartition, Team
 from components.rules.common import config_key
 
 _KIND_KEY: Final = {resources.GPU: "gpus", resources.GPU_SHARED: "timeSlicedGpus"}
+
+#: Kueue v0.19.2 refuses a Configuration with more (pkg/config/validation.go
+#: ``validateDeviceClassMappings``: ``field.TooMany(resources.deviceClassMappings, n, 16)``), and
+#: its manager then does not start.
+KUEUE_MAX_DEVICE_CLASS_MAPPINGS: Final = 16
 
 
 def _kind_key(resource: str) -> str:
@@ -68,6 +73,8 @@ def check(cfg: StackConfig) -> Iterator[Issue]:
         if pc.name in seen_classes:
             yield Issue(config_key(f"queues.priorityClasses[{j}]", "name"), f"duplicate priority class {pc.name!r}")
         seen_classes.setdefault(pc.name, j)
+    yield from _controllers(cfg)
+    yield from _device_class_mappings(cfg)
     caps = flavor_capacity(cfg)
     for where, name, _s, _m in sharing_groups(cfg):
         if name == ANY_NODE:
@@ -175,3 +182,56 @@ def _team(
                 config_key(f"{base}.quota", _kind_key(res)),
                 f"the team is guaranteed {own[res]} {res}, but {why} offer it",
             )
+
+
+def _controllers(cfg: StackConfig) -> Iterator[Issue]:
+    """``queues.controllers``: operators' identities, never a team's, each once, for operator kinds."""
+    team_ns = {t.ns: t.name for t in cfg.teams}
+    seen: set[str] = set()
+    for j, c in enumerate(cfg.queues.controllers):
+        base = f"queues.controllers[{j}]"
+        namespace = c.service_account.partition("/")[0]
+        if namespace in team_ns:
+            yield Issue(
+                config_key(base, "serviceAccount"),
+                f"{c.service_account!r} is in team {team_ns[namespace]!r}'s namespace: a team's own identity may not "
+                "act as a workload controller (it could create pods Kueue never gates); run the operator in a "
+                "namespace of its own",
+            )
+        if c.service_account in seen:
+            yield Issue(config_key(base, "serviceAccount"), f"duplicate {c.service_account!r}")
+        seen.add(c.service_account)
+        for k, integration in enumerate(c.integrations):
+            if integration in BUILT_IN:
+                yield Issue(
+                    config_key(base, f"integrations[{k}]"),
+                    f"{integration}: the children of {integration} workloads are created by Kubernetes' own "
+                    "controllers (trusted by gpuaas already), never by an operator; allowed here: "
+                    "jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob",
+                )
+
+
+def _device_class_mappings(cfg: StackConfig) -> Iterator[Issue]:
+    """DRA with elastic quotas: Kueue counts each DeviceClass through one mapping, at most 16."""
+    mappings = dra.kueue_device_class_mappings(cfg)
+    if len(mappings) <= KUEUE_MAX_DEVICE_CLASS_MAPPINGS:
+        return
+    path = "gpuaas:gpuOperator.dra.dynamicMig"
+    if not dra.dynamic_mig(cfg):
+        profiles: set[str] = set()
+        for where, _name, sharing, model in sharing_groups(cfg):
+            try:
+                profiles |= set(mig_counts(sharing, model))
+            except (KeyError, ValueError):
+                continue
+            if 1 + len(profiles) > KUEUE_MAX_DEVICE_CLASS_MAPPINGS:
+                path = config_key(where, "mig", "layout" if sharing.mig.layout is not None else "profiles")
+                break
+    offered = ", ".join(dra.offered_mig_profiles(cfg))
+    yield Issue(
+        path,
+        f"Kueue would need {len(mappings)} resources.deviceClassMappings (gpu.nvidia.com and one per MIG profile "
+        f"offered: {offered}); Kueue v0.19.2 accepts at most {KUEUE_MAX_DEVICE_CLASS_MAPPINGS} "
+        "(pkg/config/validation.go) and would not start. Offer at most "
+        f"{KUEUE_MAX_DEVICE_CLASS_MAPPINGS - 1} MIG profiles across the node groups, or turn queues.elastic off",
+    )

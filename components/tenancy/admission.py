@@ -54,7 +54,9 @@ resource in any container (``containers``, ``initContainers`` — native sidecar
 Namespaces are written by the platform only (the team role has no verb on them): one source, no
 parameter to keep elsewhere. The binding matches *every* team namespace, as the partition binding
 does: a team namespace without the label (a team with no partition) may request no RDMA resource
-on any pool (GPUs alone it may: it runs on the pools no team owns). Bound only to labelled
+on any pool, and GPUs only on a pool no team owns (:func:`components.model.elastic.unowned_pools`,
+written into the policy as the list ``variables.unownedPools``: a pod pinned elsewhere would take
+GPUs out of another team's partition pool). Bound only to labelled
 namespaces, a partitionless team with ``quota.rdma`` (its quota then names ``rdma/hcashared``) could
 select another team's ND pool — another team's InfiniBand partition — and nothing would look
 (review 2026-12-01, item 1).
@@ -75,6 +77,7 @@ import pulumi
 from components import k8s as kube
 from components.k8s import Manifest
 from components.model.config import StackConfig
+from components.model.elastic import unowned_pools
 from components.model.resources import SRIOV_PREFIX
 from components.tenancy import policy
 from components.tenancy.labels import AKS_POOL_LABEL, PARTITION_LABEL, POOL_LABEL
@@ -184,22 +187,45 @@ POOL_VAR: Final = (
     f" ? namespaceObject.metadata.labels['{POOL_LABEL}'] : ''"
 )
 _KEY = f"'{AKS_POOL_LABEL}'"
+
+
+def selects(allowed: str) -> str:
+    """CEL: the pod pins ``kubernetes.azure.com/agentpool`` to pools ``v`` for which ``allowed`` holds —
+    by nodeSelector, or by a required node affinity every term of which pins it ``In`` such pools."""
+    pred = allowed.replace("{v}", f"object.spec.nodeSelector[{_KEY}]")
+    each = allowed.replace("{v}", "v")
+    return (
+        f"(has(object.spec.nodeSelector) && {_KEY} in object.spec.nodeSelector && {pred}) || "
+        "(has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && "
+        "has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && "
+        "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms.size() > 0 && "
+        "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.all(t, "
+        f"has(t.matchExpressions) && t.matchExpressions.exists(e, e.key == {_KEY} && "
+        "e.operator == 'In' && has(e.values) && e.values.size() > 0 && "
+        f"e.values.all(v, {each}))))"
+    )
+
+
 #: nodeSelector ``key=pool``, or a required node affinity every term of which pins ``key In [pool]``.
-SELECTS_POOL: Final = (
-    f"(has(object.spec.nodeSelector) && {_KEY} in object.spec.nodeSelector && "
-    f"object.spec.nodeSelector[{_KEY}] == variables.pool) || "
-    "(has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && "
-    "has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && "
-    "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.size() > 0 && "
-    "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.all(t, "
-    f"has(t.matchExpressions) && t.matchExpressions.exists(e, e.key == {_KEY} && "
-    "e.operator == 'In' && has(e.values) && e.values.size() > 0 && "
-    "e.values.all(v, v == variables.pool))))"
-)
+SELECTS_POOL: Final = selects("{v} == variables.pool")
+#: The same for a team without a partition: one of the pools no team owns (``variables.unownedPools``).
+SELECTS_UNOWNED: Final = selects("{v} in variables.unownedPools")
 
 
-def pool_policy() -> Manifest:
-    """AKS: GPU/RDMA pods of a team must select the team's ND pool (its IB partition).
+def unowned_pools_var(cfg: StackConfig) -> dict[str, str]:
+    """The pools no team's partition owns, as data in the policy (a CEL list literal)."""
+    return {"name": "unownedPools", "expression": "[" + ", ".join(f"'{p}'" for p in unowned_pools(cfg)) + "]"}
+
+
+def _unowned_text(cfg: StackConfig) -> str:
+    pools = unowned_pools(cfg)
+    return ", ".join(pools) if pools else "none: each GPU pool is the partition of a team"
+
+
+def pool_policy(cfg: StackConfig) -> Manifest:
+    """AKS: GPU/RDMA pods of a team must select the team's ND pool (its IB partition); a team
+    without one selects a pool no team owns, for GPUs only.
 
     CREATE only: a pod's node selector and affinity cannot be loosened later (only a pod with
     scheduling gates may add to them), and extended resources cannot be resized in place.
@@ -211,19 +237,24 @@ def pool_policy() -> Manifest:
             {"name": "wantsAccelerator", "expression": WANTS_ACCELERATOR},
             {"name": "wantsRdma", "expression": WANTS_RDMA},
             {"name": "pool", "expression": POOL_VAR},
+            unowned_pools_var(cfg),
         ],
         validations=[
             {
                 # No pool label (no partition): no RDMA, on any pool — RDMA is what reaches a
-                # pool's InfiniBand partition. GPUs alone stay allowed: partitionless teams run
-                # on the pools no team owns (elastic queues give them those flavors), and Kueue
-                # adds the flavor's nodeSelector only after CREATE.
+                # pool's InfiniBand partition — and GPUs only on a pool no team owns: another
+                # team's pool is its InfiniBand partition and its nominal GPUs (elastic queues give
+                # partitionless teams exactly those flavors; Kueue writes their agentpool label).
                 "expression": (
-                    f"variables.pool == '' ? !variables.wantsRdma : (!variables.wantsAccelerator || ({SELECTS_POOL}))"
+                    "variables.pool == '' ? !variables.wantsRdma && "
+                    f"(!variables.wantsAccelerator || ({SELECTS_UNOWNED})) : "
+                    f"(!variables.wantsAccelerator || ({SELECTS_POOL}))"
                 ),
                 "messageExpression": (
-                    "variables.pool == '' ? 'pods in this namespace may request no RDMA resource: "
-                    "the team has no InfiniBand pool (no partition)' : "
+                    "variables.pool == '' ? (variables.wantsRdma ? 'pods in this namespace may request no RDMA "
+                    "resource: the team has no InfiniBand pool (no partition)' : 'GPU pods of a team without a "
+                    f"partition select a pool no team owns with nodeSelector {AKS_POOL_LABEL} "
+                    f"({_unowned_text(cfg)})') : "
                     "'GPU/RDMA pods of this team run on its InfiniBand pool: select it with nodeSelector "
                     f"{AKS_POOL_LABEL}=' + variables.pool"
                 ),
@@ -249,7 +280,7 @@ def admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
     if cfg.onprem is not None:
         out.update({"partition-policy": partition_policy(), "partition-binding": partition_binding()})
     if cfg.aks is not None:
-        out.update({"pool-policy": pool_policy(), "pool-binding": pool_binding()})
+        out.update({"pool-policy": pool_policy(cfg), "pool-binding": pool_binding()})
     return out
 
 

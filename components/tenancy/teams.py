@@ -50,6 +50,7 @@ from components.k8s import Manifest
 from components.model import dra, resources
 from components.model.capacity import vfs_per_partition
 from components.model.config import StackConfig
+from components.model.queues import effective_integrations
 from components.model.teams import AksPartition, OnPremPartition, Team
 from components.model.types import format_pkey, full_member_pkey
 from components.tenancy.labels import PARTITION_LABEL, POOL_LABEL, TEAM_LABEL, object_meta
@@ -137,11 +138,42 @@ _READ = ["get", "list", "watch"]
 POD_VERBS: Final = ["get", "list", "watch", "create", "delete", "deletecollection"]
 
 
-def cluster_role() -> Manifest:
+#: The workload kinds of Kueue integrations a team may write with elastic quotas (README, "Elastic
+#: quotas": "run GPU work as a labelled Job (or JobSet, PyTorchJob, MPIJob)"); group → plurals.
+QUEUED_KINDS: Final[dict[str, tuple[str, str]]] = {
+    "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
+    "kubeflow.org/pytorchjob": ("kubeflow.org", "pytorchjobs"),
+    "kubeflow.org/mpijob": ("kubeflow.org", "mpijobs"),
+}
+
+
+def queue_rules(cfg: StackConfig) -> list[dict[str, Any]]:
+    """Elastic quotas: write the training kinds Kueue manages here, read the team's queue.
+
+    ``localqueues`` (pending and admitted counts) and ``workloads`` (why a Job waits: its
+    ``QuotaReserved``/``Admitted`` conditions and Kueue's message) are read-only: a team that wrote
+    its Workload could change what Kueue counts. No ClusterQueues: they are cluster-scoped, and a
+    RoleBinding grants nothing outside its namespace. A kind's verbs only where its integration
+    is on: without it nothing queues it, and the queue guard refuses its GPU objects anyway.
+    """
+    if not cfg.queues.elastic:
+        return []
+    enabled = effective_integrations(cfg.queues)
+    groups: dict[str, list[str]] = {}
+    for integration, (group, plural) in QUEUED_KINDS.items():
+        if integration in enabled:
+            groups.setdefault(group, []).append(plural)
+    rules = [{"apiGroups": [g], "resources": plurals, "verbs": _WRITE} for g, plurals in groups.items()]
+    rules.append({"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": _READ})
+    return rules
+
+
+def cluster_role(cfg: StackConfig) -> Manifest:
     """Run workloads; read quota, limits and the team's NADs (``edit`` covers no NADs).
 
     Pods: create, delete, read, logs, exec/attach/port-forward — no ``update``/``patch`` (see
     :data:`POD_VERBS`). No verb on namespaces: the namespace labels are what admission trusts.
+    With elastic quotas also :func:`queue_rules`.
 
     One ClusterRole, granted per team namespace by that team's RoleBinding: bound by a
     RoleBinding it gives nothing outside the namespace (Kubernetes RBAC docs, "RoleBinding
@@ -173,6 +205,7 @@ def cluster_role() -> Manifest:
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _WRITE},
             {"apiGroups": [""], "resources": ["resourcequotas", "limitranges"], "verbs": _READ},
             {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["network-attachment-definitions"], "verbs": _READ},
+            *queue_rules(cfg),
         ],
     }
 
@@ -258,7 +291,7 @@ class Teams(pulumi.ComponentResource):
         super().__init__("gpuaas:index:Teams", name, None, opts)
         self.namespaces = {}
         self.exports = {}
-        member = kube.apply(f"{name}-member-role", cluster_role(), kube.child(self, list(depends_on)))
+        member = kube.apply(f"{name}-member-role", cluster_role(cfg), kube.child(self, list(depends_on)))
         for team in cfg.teams:
             objects = team_objects(cfg, team)
             # Protected: a config edit that drops the team must not delete its workloads in passing.

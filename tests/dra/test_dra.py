@@ -143,7 +143,32 @@ def test_aks_needs_a_dra_capable_version() -> None:
         "devicePlugin"
     ]
     raw["platform"]["kubernetesVersion"] = "1.34.2"
+    raw["gpuOperator"]["dra"] = {"cdiEnabled": True}
     assert dra.uses_dra(parse_config(raw))
+
+
+def test_dra_needs_cdi_in_the_container_runtime() -> None:
+    """Item 10: the DRA driver hands devices over as CDI names; what the config can show is checked."""
+    raw = dra_raw()
+    del raw["gpuOperator"]["dra"]
+    assert [i for i in issues_of(raw) if "cdi" in i.lower()] == [
+        "gpuaas:gpuOperator.dra.cdiEnabled: false: the NVIDIA DRA driver hands devices to containers through CDI, "
+        "which the nodes' container runtime must have on (containerd 2.0 and CRI-O: on by default; containerd 1.7: "
+        "enable_cdi = true and cdi_spec_dirs in the CRI plugin config) and a GPUCluster does not configure; check "
+        "the nodes, then set it true"
+    ]
+    # AKS: the pools' OS images show it. Ubuntu 22.04 (containerd 1.7) is refused, 24.04 passes.
+    aks = raw_stack("aks")
+    aks["gpuOperator"]["resourceModel"] = "dra"
+    aks["platform"]["kubernetesVersion"] = "1.34.2"
+    assert [i.split(":")[1] for i in issues_of(aks)] == ["platform.gpuPools[0].osSku", "platform.gpuPools[1].osSku"]
+    assert "Ubuntu2204: its nodes run containerd 1.7" in issues_of(aks)[0]
+    for pool in aks["platform"]["gpuPools"]:
+        pool["osSku"] = "Ubuntu2404"
+    assert dra.uses_dra(parse_config(aks))
+    # the device-plugin model never asks (the GPU Operator's toolkit configures the runtime)
+    del raw["gpuOperator"]["resourceModel"]
+    assert not dra.uses_dra(parse_config(raw))
 
 
 def test_all_dra_problems_at_once() -> None:
@@ -257,7 +282,7 @@ def test_mig_class_snapshot() -> None:
 def test_claim_templates_follow_the_team_quota() -> None:
     cfg = dra_cfg()
     research = next(t for t in cfg.teams if t.name == "research")
-    templates = claims.claim_templates(research)
+    templates = claims.claim_templates(cfg, research)
     assert sorted(templates) == ["gpuaas-mig-1g.10gb", "gpuaas-mig-4g.40gb"]
     assert templates["gpuaas-mig-4g.40gb"] == {
         "apiVersion": "resource.k8s.io/v1",
@@ -285,7 +310,7 @@ def test_claim_templates_follow_the_team_quota() -> None:
         },
     }
     vision = next(t for t in cfg.teams if t.name == "vision")
-    assert sorted(claims.claim_templates(vision)) == ["gpuaas-gpu"]
+    assert sorted(claims.claim_templates(cfg, vision)) == ["gpuaas-gpu"]
 
 
 def test_dra_quota_of_a_mig_team() -> None:
@@ -355,7 +380,7 @@ def test_adding_a_team_leaves_other_teams_dra_objects_alone() -> None:
     for team in before.teams:
         twin = next(t for t in after.teams if t.name == team.name)
         assert quotas.quota_hard(before, team) == quotas.quota_hard(after, twin)
-        assert claims.claim_templates(team) == claims.claim_templates(twin)
+        assert claims.claim_templates(before, team) == claims.claim_templates(after, twin)
         assert teams.namespace(before, team) == teams.namespace(after, twin)
 
 
@@ -506,10 +531,10 @@ def test_claim_guard_refuses(obj: dict[str, Any], checks: list[str]) -> None:
 def test_claim_guard_reads_templates_through_spec_spec() -> None:
     cfg = dra_cfg()
     research = next(t for t in cfg.teams if t.name == "research")
-    for template in claims.claim_templates(research).values():
+    for template in claims.claim_templates(cfg, research).values():
         assert failing(template) == [], "gpuaas's own templates pass the guard"
     vision = next(t for t in cfg.teams if t.name == "vision")
-    gpu_template = claims.claim_templates(vision)["gpuaas-gpu"]
+    gpu_template = claims.claim_templates(cfg, vision)["gpuaas-gpu"]
     assert failing(gpu_template) == ["device-class"], "research may not use vision's shape"
     assert failing(gpu_template, labels={"dra.gpuaas.io/gpu.nvidia.com": "true"}) == []
 
@@ -521,7 +546,8 @@ def test_claim_guard_refuses_everything_where_no_class_is_labelled() -> None:
     ]
 
 
-POOL: Final = ClaimPolicy(dra_tenancy.pool_policy())
+AKS_SHARED: Final = ROOT / "tests" / "stacks" / "aks-elastic.yaml"
+POOL: Final = ClaimPolicy(dra_tenancy.pool_policy(parse_config(gpuaas_section(stack_config("aks", AKS_SHARED)))))
 
 
 def _pod(**spec: Any) -> dict[str, Any]:
@@ -553,6 +579,22 @@ def _pod(**spec: Any) -> dict[str, Any]:
 def test_aks_dra_pods_must_select_their_pool(pod: dict[str, Any], ok: bool) -> None:
     labels = {"gpuaas.io/team": "training", "gpuaas.io/node-pool": "ndh100a"}
     assert POOL.evaluate(pod, labels, "pods") == [ok]
+
+
+@pytest.mark.parametrize(
+    ("pool", "ok"), [(None, False), ("ndh100a", False), ("ndh100b", False), ("ndshared", True)], ids=str
+)
+def test_aks_dra_pods_of_a_team_without_a_partition_stay_off_other_teams_pools(pool: str | None, ok: bool) -> None:
+    """Item 12: the claim pool guard now binds every team namespace; without a pool label the
+    pools no team owns (ndshared in tests/stacks/aks-elastic.yaml) are the only ones allowed."""
+    spec: dict[str, Any] = {"resourceClaims": [{"name": "g", "resourceClaimTemplateName": "gpuaas-gpu"}]}
+    if pool is not None:
+        spec["nodeSelector"] = {"kubernetes.azure.com/agentpool": pool}
+    assert POOL.evaluate(_pod(**spec), {"gpuaas.io/team": "interns"}, "pods") == [ok]
+    assert POOL.evaluate(_pod(), {"gpuaas.io/team": "interns"}, "pods") == [True]
+    assert dra_tenancy.pool_binding()["spec"]["matchResources"]["namespaceSelector"] == {
+        "matchExpressions": [{"key": "gpuaas.io/team", "operator": "Exists"}]
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -639,7 +681,12 @@ def dynamic_raw(**dra_opts: Any) -> dict[str, Any]:
     raw = dra_raw()
     for group in raw["platform"]["nodeGroups"]:
         group.pop("mig", None)  # the driver partitions on demand
-    raw["gpuOperator"]["dra"] = {"dynamicMig": True, "partitionableDevicesEnabled": True, **dra_opts}
+    raw["gpuOperator"]["dra"] = {
+        **raw["gpuOperator"]["dra"],
+        "dynamicMig": True,
+        "partitionableDevicesEnabled": True,
+        **dra_opts,
+    }
     return raw
 
 

@@ -138,7 +138,14 @@ def test_a_team_without_a_partition_may_request_no_rdma_on_any_pool(kube: Kube) 
                 with pytest.raises(ApiError) as err:
                     kube.create(gpu_pod("interns", pool=pool, where=where, resource=RDMA), dry_run=True)
                 assert err.value.status == 403 and "no InfiniBand pool" in err.value.message, (where, pool)
-        # The allowed twin: the same pod with a GPU and no RDMA (a pool no team owns; no quota here).
-        kube.create(gpu_pod("interns", pool=None, resource=GPU), dry_run=True)
+        # The allowed twin: the same pod with no RDMA and no GPU. (A GPU alone would have to select
+        # a pool no team owns, and the AKS stack has none: every pool is a team's partition; the
+        # pool no team owns is tests/e2e/test_aks_elastic_queues_keep_teams_on_their_pools.py's.)
+        cpu = gpu_pod("interns", pool=None, resource=GPU)
+        cpu["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+        kube.create(cpu, dry_run=True)
+        with pytest.raises(ApiError) as err:
+            kube.create(gpu_pod("interns", pool=POOL["training"], resource=GPU), dry_run=True)
+        assert "select a pool no team owns" in err.value.message and "none: each GPU pool" in err.value.message
     finally:
         kube.delete("v1", "Namespace", "interns")

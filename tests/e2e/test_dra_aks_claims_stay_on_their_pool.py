@@ -34,6 +34,8 @@ def aks_dra(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
     config = copy.deepcopy(stack_config("aks"))
     config["gpuaas:gpuOperator"]["resourceModel"] = "dra"
     config["gpuaas:platform"]["kubernetesVersion"] = "1.34.2"
+    # Ubuntu 22.04 pools run containerd 1.7: CDI is acknowledged, as a stack would once it checked.
+    config["gpuaas:gpuOperator"]["dra"] = {"cdiEnabled": True}
     cp = start_plane(pytestconfig, "AKS DRA variant plan")
     try:
         for device_class in driver_device_classes():

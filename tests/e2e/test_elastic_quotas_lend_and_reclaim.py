@@ -24,263 +24,44 @@ within vision a ``production`` Job preempts one of vision's own default-priority
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import json
-import subprocess
-import tempfile
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from components.loader import parse_config
-from components.model.config import StackConfig
 from components.model.resources import GPU, sriov_resource
-from components.model.teams import Team
-from components.queueing import queues
+from components.queueing import controllers
 from components.queueing.admission import PRIORITY_LABEL, QUEUE_LABEL
-from e2e import toolchain, upstream
-from e2e.controlplane import ControlPlane, _die_with_parent, free_port
-from e2e.kube import ApiError, Identity, Kube
-from e2e.plan_apply import UPSTREAM, apply_plan, install_crds
-from tests.conftest import offline_run, raw_stack
-from tests.e2e.conftest import need_upstream, start_plane, wait_until_refused
+from e2e import upstream
+from e2e.controlplane import ControlPlane
+from e2e.kube import ApiError
+from e2e.plan_apply import UPSTREAM
+from tests.conftest import offline_run
+from tests.e2e.conftest import need_upstream, wait_until_refused
+from tests.e2e.kueue_manager import (
+    CFG,
+    KUEUE_API,
+    SHARED_CRDS,
+    Kueue,
+    admitted,
+    condition,
+    delete_job,
+    gpu_usage,
+    job,
+    kueue_plane,
+    member,
+    module_crds,
+    workload_of,
+)
 
-CFG: StackConfig = parse_config(raw_stack("onprem"))
 TEAMS = {t.name: t for t in CFG.teams}
 A, B, C = "vision", "language", "speech"  # A borrows; B and C reclaim
-KUEUE_API = queues.API
-SHARED_CRDS = UPSTREAM / "kueue" / "v0.19.2" / "crds"
-#: The CRDs Kueue's cert rotator injects its CA into as conversion webhooks (pkg/util/cert/cert.go).
-CONVERTED = ("localqueues", "clusterqueues", "workloads", "cohorts", "multikueueclusters")
-
-
-def member(team: Team) -> Identity:
-    return Identity(f"member-of-{team.name}@example.com", tuple(team.groups))
-
-
-def module_crds() -> Path:
-    """The CRD bases of the sigs.k8s.io/kueue module the manager is built from (Go module cache)."""
-    ts = toolchain.TOOLSETS["kueue"]
-    cache = subprocess.run(
-        ["go", "env", "GOMODCACHE"], env=toolchain.go_env(), check=True, capture_output=True, text=True
-    ).stdout.strip()
-    return Path(cache) / f"sigs.k8s.io/kueue@{toolchain.pinned_version(ts)}" / "config/components/crd/bases"
-
-
-def kueue_crds(webhook_port: int) -> list[dict[str, Any]]:
-    """Every Kueue CRD: shared/upstream's, then the module's for the rest.
-
-    Kueue's cert rotator is not ready until it has put its CA into the conversion webhook of each
-    CRD in :data:`CONVERTED`, as the release manifests declare it (config/components/crd/patches
-    webhook_in_*.yaml); here that webhook is the manager's loopback port. Every object is stored
-    and asked for at v1beta2, the storage version, so the API server never calls it.
-    """
-    docs: dict[str, dict[str, Any]] = {}
-    for root in (upstream.require(SHARED_CRDS.relative_to(UPSTREAM)), module_crds()):
-        for f in sorted(root.glob("*.yaml")):
-            doc = yaml.safe_load(f.read_text())
-            docs.setdefault(doc["metadata"]["name"], doc)
-    for plural in CONVERTED:
-        doc = docs[f"{plural}.kueue.x-k8s.io"]
-        doc["spec"]["conversion"] = {
-            "strategy": "Webhook",
-            "webhook": {
-                "conversionReviewVersions": ["v1"],
-                "clientConfig": {"url": f"https://127.0.0.1:{webhook_port}/convert"},
-            },
-        }
-    return list(docs.values())
-
-
-class Kueue:
-    """The Kueue manager as a child process of the test, against ``cp``."""
-
-    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
-        self.cp, self.workdir = cp, workdir
-        self.health_port, self.webhook_port = free_port(), free_port()
-        self.log = workdir / "kueue.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def configuration(self) -> dict[str, Any]:
-        conf = queues.kueue_configuration(CFG)
-        conf.update(
-            leaderElection={"leaderElect": False},
-            health={"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
-            metrics={"bindAddress": "0"},
-            webhook={"port": self.webhook_port, "host": "127.0.0.1", "certDir": str(self.workdir / "certs")},
-            # An aggregated API server of its own (needs the cluster's front-proxy CA): not here.
-            featureGates={"VisibilityOnDemand": False},
-        )
-        return conf
-
-    def start(self, bin_dir: Path) -> None:
-        kube = self.cp.kube
-        # The chart ships this Secret empty; Kueue's cert rotator fills it (and the cert dir).
-        kube.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": "kueue-webhook-server-cert", "namespace": CFG.queues.namespace},
-            }
-        )
-        config = self.workdir / "kueue-config.yaml"
-        config.write_text(yaml.safe_dump(self.configuration()))
-        with self.log.open("ab") as fh:
-            self.proc = subprocess.Popen(
-                [str(bin_dir / "kueue"), f"--config={config}", "--zap-log-level=2"],
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={"KUBECONFIG": str(self.cp.kubeconfig), "PATH": "/usr/bin:/bin"},
-                preexec_fn=_die_with_parent,
-                cwd=self.workdir,
-            )
-
-    def mount_certs(self) -> bool:
-        """Play the kubelet: copy the webhook Secret the cert rotator filled into the cert dir.
-
-        In a cluster the Secret is a volume of the manager's pod; the rotator waits for its files
-        (cert-controller rotator.go ``ensureCertsMounted``) before it reports ready.
-        """
-        secret = self.cp.kube.get("v1", "Secret", "kueue-webhook-server-cert", CFG.queues.namespace) or {}
-        data = secret.get("data") or {}
-        if not {"tls.crt", "tls.key"} <= set(data):
-            return False
-        certs = self.workdir / "certs"
-        certs.mkdir(exist_ok=True)
-        for key, value in data.items():
-            (certs / key).write_bytes(base64.b64decode(value))
-        return True
-
-    def ready(self) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"kueue exited ({self.proc.returncode}):\n{self.tail()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    def tail(self, lines: int = 60) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-
-
-def _delete_job(kube: Kube, ns: str, name: str) -> None:
-    """Delete a Job and its pods (a Job's REST default is to orphan them)."""
-    path = kube.resource("batch/v1", "Job").path(ns, name)
-    with contextlib.suppress(ApiError):
-        kube.request("DELETE", path, {"propagationPolicy": "Background"})
 
 
 @pytest.fixture(scope="module")
 def kueue(pytestconfig: pytest.Config) -> Iterator[tuple[ControlPlane, Kueue]]:
-    need_upstream()
-    bin_dir = toolchain.build(toolchain.TOOLSETS["kueue"])
-    cp = start_plane(pytestconfig, "onprem plan with Kueue")
-    workdir = Path(tempfile.mkdtemp(prefix="gpuaas-kueue-"))
-    manager = Kueue(cp, workdir)
-    try:
-        kube = cp.kube
-        install_crds(kube, kueue_crds(manager.webhook_port))
-        apply_plan(kube, offline_run("onprem"))
-        # The plan's own proof Jobs in vision go through its queue too; the scenario counts GPUs
-        # from zero, so they go (with their pods) before Kueue starts.
-        for job in kube.list("batch/v1", "Job", A, selector=QUEUE_LABEL):
-            _delete_job(kube, A, job["metadata"]["name"])
-        kube.wait_for(f"no queued Jobs in {A}", lambda: not kube.list("batch/v1", "Job", A, selector=QUEUE_LABEL))
-        manager.start(bin_dir)
-        try:
-            kube.wait_for("the cert rotator's Secret", manager.mount_certs, timeout=60)
-            kube.wait_for("Kueue /readyz", manager.ready, timeout=180)
-            for team in TEAMS:
-                kube.wait_for(
-                    f"ClusterQueue {team} active",
-                    lambda team=team: _condition(kube.get(KUEUE_API, "ClusterQueue", team), "Active") == "True",
-                    timeout=120,
-                )
-        except (TimeoutError, RuntimeError) as e:
-            raise AssertionError(f"{e}\n--- kueue log ---\n{manager.tail()}") from e
-        yield cp, manager
-    finally:
-        manager.stop()
-        cp.stop()
-
-
-def _condition(obj: dict[str, Any] | None, kind: str) -> str | None:
-    for c in (obj or {}).get("status", {}).get("conditions") or []:
-        if c["type"] == kind:
-            return str(c["status"])
-    return None
-
-
-def job(ns: str, name: str, queue: str | None, limits: dict[str, str], suspend: bool = True) -> dict[str, Any]:
-    """A one-pod batch Job as a team member writes it for Kueue (suspended; Kueue unsuspends it)."""
-    meta: dict[str, Any] = {"name": name, "namespace": ns}
-    if queue is not None:
-        meta["labels"] = {QUEUE_LABEL: queue}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": meta,
-        "spec": {
-            "suspend": suspend,
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi", **limits}, "limits": limits},
-                        }
-                    ],
-                }
-            },
-        },
-    }
-
-
-def admitted(kube: Kube, ns: str, prefix: str) -> list[str]:
-    """Names of the Jobs ``prefix*`` in ``ns`` that Kueue has admitted (unsuspended), sorted."""
-    return sorted(
-        j["metadata"]["name"]
-        for j in kube.list("batch/v1", "Job", ns)
-        if j["metadata"]["name"].startswith(prefix) and not j["spec"].get("suspend")
-    )
-
-
-def workload_of(kube: Kube, ns: str, job_name: str) -> dict[str, Any] | None:
-    for w in kube.list(KUEUE_API, "Workload", ns):
-        if any(o.get("name") == job_name and o.get("kind") == "Job" for o in w["metadata"].get("ownerReferences", [])):
-            return w
-    return None
-
-
-def _gpu_usage(kube: Kube, team: str) -> dict[str, str]:
-    cq = kube.get(KUEUE_API, "ClusterQueue", team) or {}
-    for f in cq.get("status", {}).get("flavorsUsage") or []:
-        if f["name"] == "h100-full":
-            for r in f["resources"]:
-                if r["name"] == GPU:
-                    return {"total": str(r.get("total", "0")), "borrowed": str(r.get("borrowed", "0"))}
-    return {"total": "0", "borrowed": "0"}
+    yield from kueue_plane(pytestconfig, "onprem plan with Kueue", offline_run("onprem"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,23 +108,29 @@ def test_the_queue_cannot_be_bypassed_by_forged_owners_apps_kinds_relabels_or_cl
     gpu = {GPU: "1"}
     spec = job(A, "x", None, gpu)["spec"]["template"]["spec"]
 
-    # 1. a bare GPU pod with a forged controller ownerReference is not a Job's pod
+    # 1. a bare GPU pod with a forged controller ownerReference is not a Job's pod: refused by the
+    #    owners guard, whatever it claims (each refusal here fails one policy: the server names the first)
     forged: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": "forged",
             "namespace": A,
+            "labels": {QUEUE_LABEL: A},
             "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "1", "controller": True}],
         },
         "spec": spec,
     }
-    wait_until_refused(kube, forged, who, f"add the label {QUEUE_LABEL}: {A}")
-    forged["metadata"]["labels"] = {QUEUE_LABEL: A}
-    kube.create(forged, as_=who, dry_run=True)
-    # ... while the Job controller's pods pass by who creates them (here kube-controller-manager
-    # without --use-service-account-credentials: system:kube-controller-manager). An unsuspended
-    # Job (no Kueue webhook here to suspend it) gets its unlabelled GPU pod at once.
+    wait_until_refused(kube, forged, who, "only workload controllers set a controller ownerReference")
+    with pytest.raises(ApiError) as err:
+        kube.create(forged, as_=who, dry_run=True)
+    assert f"ValidatingAdmissionPolicy '{controllers.OWNERS_POLICY}'" in err.value.message, err.value
+    del forged["metadata"]["ownerReferences"]
+    kube.create(forged, as_=who, dry_run=True)  # the twin: the same labelled pod, no owner
+    # ... while the Job controller's pods pass by who creates them and for what (here
+    # kube-controller-manager without --use-service-account-credentials: system:kube-controller-manager,
+    # its pod's controller the Job). An unsuspended Job (no Kueue webhook here to suspend it) gets
+    # its unlabelled GPU pod at once.
     kube.create(job(A, "by-controller", A, gpu, suspend=False), as_=who)
     try:
         kube.wait_for(
@@ -352,14 +139,15 @@ def test_the_queue_cannot_be_bypassed_by_forged_owners_apps_kinds_relabels_or_cl
             60,
         )
     finally:
-        _delete_job(kube, A, "by-controller")
+        delete_job(kube, A, "by-controller")
 
-    # 1. GPU pods through a Deployment (or StatefulSet, ReplicaSet) would skip Kueue
+    # 1. GPU pods through a ReplicaSet would skip Kueue (no integration); Deployments and
+    #    StatefulSets go through Kueue's deployment/statefulset integrations, so they name the queue
     for kind in ("Deployment", "StatefulSet", "ReplicaSet"):
         workload: dict[str, Any] = {
             "apiVersion": "apps/v1",
             "kind": kind,
-            "metadata": {"name": "gpu-app", "namespace": A, "labels": {QUEUE_LABEL: A}},
+            "metadata": {"name": "gpu-app", "namespace": A},
             "spec": {
                 "selector": {"matchLabels": {"app": "gpu-app"}},
                 "template": {"metadata": {"labels": {"app": "gpu-app"}}, "spec": {**spec, "restartPolicy": "Always"}},
@@ -367,7 +155,16 @@ def test_the_queue_cannot_be_bypassed_by_forged_owners_apps_kinds_relabels_or_cl
         }
         if kind == "StatefulSet":
             workload["spec"]["serviceName"] = "gpu-app"
-        wait_until_refused(kube, workload, who, "not managed by Kueue here")
+        refusal = "Kueue has no integration for them" if kind == "ReplicaSet" else f"add the label {QUEUE_LABEL}: {A}"
+        wait_until_refused(kube, workload, who, refusal)
+        labelled = json.loads(json.dumps(workload))
+        labelled["metadata"]["labels"] = {QUEUE_LABEL: A}
+        if kind == "ReplicaSet":
+            with pytest.raises(ApiError) as err:
+                kube.create(labelled, as_=who, dry_run=True)
+            assert "gpuaas-team-queue-replicasets" in err.value.message and refusal in err.value.message
+        else:
+            kube.create(labelled, as_=who, dry_run=True)
         cpu_only = json.loads(json.dumps(workload))
         cpu_only["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
         kube.create(cpu_only, as_=who, dry_run=True)
@@ -393,7 +190,7 @@ def test_the_queue_cannot_be_bypassed_by_forged_owners_apps_kinds_relabels_or_cl
             kube.patch("batch/v1", "Job", name, A, {"metadata": {"labels": {"note": "ok"}}}, as_=who)
     finally:
         for name in ("relabel-queued", "relabel-bare"):
-            _delete_job(kube, A, name)
+            delete_job(kube, A, name)
         # nothing of this test left to count against vision's quota in the tests after it
         kube.wait_for(
             "the test's Jobs and Workloads gone",
@@ -433,7 +230,7 @@ def test_a_team_can_never_be_admitted_with_anothers_partition_resource(kueue: tu
         assert own in covered and foreign not in covered
     finally:
         for name in ("vf-own", "vf-foreign"):
-            _delete_job(kube, A, name)
+            delete_job(kube, A, name)
         kube.wait_for(
             "vf Jobs gone",
             lambda: not [j for j in kube.list("batch/v1", "Job", A) if j["metadata"]["name"].startswith("vf-")],
@@ -448,11 +245,11 @@ def test_idle_gpus_are_borrowed_and_reclaimed_by_their_owners(kueue: tuple[Contr
         kube.create(job(A, f"burst-{i}", A, four), as_=member(TEAMS[A]))
     # (which five: Kueue's order among Jobs created within one second is its own)
     kube.wait_for("20 of vision's GPUs admitted", lambda: len(admitted(kube, A, "burst-")) == 5, 120)
-    kube.wait_for("vision borrows 8", lambda: _gpu_usage(kube, A) == {"total": "20", "borrowed": "8"}, 60)
+    kube.wait_for("vision borrows 8", lambda: gpu_usage(kube, A) == {"total": "20", "borrowed": "8"}, 60)
     borrowed = admitted(kube, A, "burst-")
     (waiting,) = {f"burst-{i}" for i in range(6)} - set(borrowed)
     w = workload_of(kube, A, waiting)
-    assert w is not None and _condition(w, "QuotaReserved") != "True", "the borrowing limit holds the sixth back"
+    assert w is not None and condition(w, "QuotaReserved") != "True", "the borrowing limit holds the sixth back"
     assert admitted(kube, A, "burst-") == borrowed
 
     # 2. language and speech submit their guaranteed shares: the cohort needs its lent GPUs back.
@@ -464,7 +261,7 @@ def test_idle_gpus_are_borrowed_and_reclaimed_by_their_owners(kueue: tuple[Contr
     kube.wait_for("speech's 8 admitted", lambda: len(admitted(kube, C, "share-")) == 2, 180)
     kube.wait_for("vision back to its 12", lambda: len(admitted(kube, A, "burst-")) == 3, 60)
     # (ClusterQueue status is written a moment after admission changes)
-    kube.wait_for("vision borrows nothing", lambda: _gpu_usage(kube, A) == {"total": "12", "borrowed": "0"}, 60)
+    kube.wait_for("vision borrows nothing", lambda: gpu_usage(kube, A) == {"total": "12", "borrowed": "0"}, 60)
     after_reclaim = admitted(kube, A, "burst-")
 
     # The two preempted were vision's borrowed Jobs: suspended again, evicted for reclamation.
@@ -479,7 +276,7 @@ def test_idle_gpus_are_borrowed_and_reclaimed_by_their_owners(kueue: tuple[Contr
     # Nothing of the cohort is lent that is not there: 12 + 12 + 8 of h100-full's 32.
     usage = kube.wait_for(
         "the ClusterQueues' status shows the cohort full",
-        lambda: (u := {t: _gpu_usage(kube, t)["total"] for t in (A, B, C)}) == {A: "12", B: "12", C: "8"} and u,
+        lambda: (u := {t: gpu_usage(kube, t)["total"] for t in (A, B, C)}) == {A: "12", B: "12", C: "8"} and u,
         60,
     )
     assert sum(int(n) for n in usage.values()) == 32

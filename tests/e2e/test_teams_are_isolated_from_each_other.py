@@ -61,8 +61,8 @@ def pod(
 ) -> dict[str, Any]:
     """A plain pod as a team member writes it: cpu/memory requests only, extended resources as limits.
 
-    With elastic quotas a GPU pod names its team's queue (components/queueing/admission.py refuses it
-    otherwise; tests/e2e/test_elastic_quotas_lend_and_reclaim.py proves that refusal and Kueue's admission).
+    With elastic quotas a GPU or RDMA pod names its team's queue (components/queueing/admission.py refuses
+    it otherwise; tests/e2e/test_elastic_quotas_lend_and_reclaim.py proves that refusal and Kueue's admission).
     """
     c: dict[str, Any] = {
         "name": "main",
@@ -73,7 +73,7 @@ def pod(
         c["resources"]["limits"] = {k: str(v) for k, v in limits.items()}
     c.update(container or {})
     meta: dict[str, Any] = {"name": name, "namespace": ns}
-    if CFG.queues.elastic and any(gpu_kind(r) for r in limits or {}):
+    if CFG.queues.elastic and any(gpu_kind(r) or r.startswith(("nvidia.com/", "rdma/")) for r in limits or {}):
         meta["labels"] = {QUEUE_LABEL: ns}
     if networks is not None:
         meta["annotations"] = {NETWORKS_ANNOTATION: networks}
@@ -223,8 +223,9 @@ def test_a_pod_in_a_requesting_bs_partition_resource_is_refused(kube: Kube, a: s
     # The partition policy, not a quota line per foreign partition (adding a team changes no other
     # team's objects): it names the one partition resource this namespace may request.
     assert err.status == 403 and "gpuaas-team-partition" in err.message and own in err.message, err
-    # In a sidecar too.
+    # In a sidecar too (labelled with its queue: the queue guard counts VFs as well).
     sidecar = pod(a, "x")
+    sidecar["metadata"]["labels"] = {QUEUE_LABEL: a}
     sidecar["spec"]["initContainers"] = [
         {
             "name": "side",

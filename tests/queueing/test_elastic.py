@@ -349,9 +349,10 @@ def test_elastic_off_plans_no_kueue_and_hard_quotas() -> None:
         for role in ("client", "server")
     }
     assert probes
-    # the alerts (queue starving, Kueue absent) and the dashboards' borrowing panels come with Kueue
+    # the alerts (queue starving, Kueue absent) and the dashboards' borrowing panels come with Kueue;
+    # the team role gains the queued kinds and read of its queue (components/tenancy/teams.py queue_rules)
     observed = {f"gpuaas-observability-{r}" for r in ("rules-alerts", "dashboard-platform", "dashboard-team")}
-    assert changed == quota_names | verify_jobs | probes | observed
+    assert changed == quota_names | verify_jobs | probes | observed | {"gpuaas-teams-member-role"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,7 +463,12 @@ def test_helm_values_exist_in_the_chart(upstream: Path) -> None:
     )
     ours = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
     assert set(chart_cfg) <= set(ours)
-    assert set(ours) - set(chart_cfg) == {"namespace", "manageJobsWithoutQueueName", "managedJobsNamespaceSelector"}
+    assert set(ours) - set(chart_cfg) == {
+        "namespace",
+        "manageJobsWithoutQueueName",
+        "managedJobsNamespaceSelector",
+        "waitForPodsReady",
+    }
 
 
 def test_kueue_configuration_from_config() -> None:
@@ -501,8 +507,9 @@ def test_admission_objects_per_integration() -> None:
     raw = raw_stack("onprem")
     raw["queues"]["integrations"] = ["batch/job"]
     roles = set(admission.queue_admission_objects(parse_config(raw)))
-    apps = {f"{plural}-queue-{kind}" for plural in admission.APPS_KINDS for kind in ("policy", "binding")}
-    assert roles == {"pods-queue-policy", "pods-queue-binding", "jobs-queue-policy", "jobs-queue-binding"} | apps
+    always = {"pods", "jobs", "deployments", "statefulsets", *admission.APPS_KINDS, "owners"}
+    guards = {f"{plural}-queue-{kind}" for plural in always for kind in ("policy", "binding")}
+    assert roles == guards | {"jobs-suspend-policy", "jobs-suspend-binding"}
     full = set(admission.queue_admission_objects(parse_config(raw_stack("onprem"))))
     assert {"jobsets-queue-policy", "pytorchjobs-queue-policy", "mpijobs-queue-policy"} <= full
     raw["queues"]["elastic"] = False

@@ -16,7 +16,7 @@ from celpy.adapter import json_to_cel
 
 from components.loader import parse_config
 from components.model.config import StackConfig
-from components.queueing import admission
+from components.queueing import admission, controllers
 from components.tenancy.labels import TEAM_LABEL
 from tests.conftest import raw_stack
 from tests.tenancy.test_admission_cel import Policy
@@ -28,9 +28,10 @@ QUEUE: Final = admission.QUEUE_LABEL
 class QueuePolicy(Policy):
     """A queue policy: ``request`` of its own kind, ``namespaceObject`` of a team namespace."""
 
-    def __init__(self, manifest: Mapping[str, Any], kind: str, group: str) -> None:
+    def __init__(self, manifest: Mapping[str, Any], kind: str, group: str, plural: str = "") -> None:
         super().__init__(manifest)
-        self.kind, self.group, self.manifest = kind, group, manifest
+        self.kind, self.group = kind, group
+        self.plural = plural or kind.lower() + "s"
 
     def run(
         self,
@@ -52,6 +53,7 @@ class QueuePolicy(Policy):
                     "namespace": team,
                     "operation": operation,
                     "kind": {"group": self.group, "kind": self.kind},
+                    "resource": {"group": self.group, "resource": self.plural},
                     "userInfo": {"username": user, "groups": ["gpuaas:team:" + team, "system:authenticated"]},
                 }
             ),
@@ -82,25 +84,27 @@ def _cfg(**queues: Any) -> StackConfig:
     return parse_config(raw)
 
 
+KIND: Final = {
+    "pods": "Pod",
+    "jobs": "Job",
+    "jobsets": "JobSet",
+    "pytorchjobs": "PyTorchJob",
+    "mpijobs": "MPIJob",
+    "deployments": "Deployment",
+    "statefulsets": "StatefulSet",
+    "replicasets": "ReplicaSet",
+}
+
+
 def _policies(cfg: StackConfig) -> dict[str, QueuePolicy]:
     objects = admission.queue_admission_objects(cfg)
     out = {}
     kinds = [(group, plural) for _i, group, _v, plural, _s in admission.KINDS]
     kinds += [("apps", plural) for plural in admission.APPS_KINDS]
-    kind = {
-        "pods": "Pod",
-        "jobs": "Job",
-        "jobsets": "JobSet",
-        "pytorchjobs": "PyTorchJob",
-        "mpijobs": "MPIJob",
-        "deployments": "Deployment",
-        "statefulsets": "StatefulSet",
-        "replicasets": "ReplicaSet",
-    }
     for group, plural in kinds:
         role = f"{plural}-queue-policy"
         if role in objects:
-            out[plural] = QueuePolicy(objects[role], kind[plural], group)
+            out[plural] = QueuePolicy(objects[role], KIND[plural], group, plural)
     return out
 
 
@@ -132,13 +136,17 @@ def meta(queue: str | None = None, **extra: Any) -> dict[str, Any]:
     return m
 
 
-def job(spec: dict[str, Any], queue: str | None = None) -> dict[str, Any]:
+def job(spec: dict[str, Any], queue: str | None = None, **extra: Any) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": meta(queue),
+        "metadata": meta(queue, **extra),
         "spec": {"suspend": True, "template": {"spec": spec}},
     }
+
+
+def owner(kind: str, api_version: str, uid: str = "1", controller: bool = True) -> list[dict[str, Any]]:
+    return [{"apiVersion": api_version, "kind": kind, "name": "w", "uid": uid, "controller": controller}]
 
 
 def pod(spec: dict[str, Any], queue: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -150,6 +158,17 @@ MIG = container(**{"nvidia.com/mig-1g.10gb": "1"})
 SHARED = container(**{"nvidia.com/gpu.shared": "1"})
 CPU = container(cpu="1")
 VF = container(**{"nvidia.com/sriov8001": "1"})
+RDMA = container(**{"rdma/hcashared": "1"})
+
+KCM: Final = controllers.KCM
+JOB_CONTROLLER: Final = controllers.kube_system("job-controller")
+RS_CONTROLLER: Final = controllers.kube_system("replicaset-controller")
+STS_CONTROLLER: Final = controllers.kube_system("statefulset-controller")
+DEPLOYMENT_CONTROLLER: Final = controllers.kube_system("deployment-controller")
+TRAINING: Final = "system:serviceaccount:kubeflow:training-operator"
+MPI: Final = "system:serviceaccount:mpi-operator:mpi-operator"
+JOBSET: Final = "system:serviceaccount:jobset-system:jobset-controller-manager"
+KUEUE: Final = "system:serviceaccount:kueue-system:kueue-controller-manager"
 
 
 @pytest.mark.parametrize(
@@ -166,7 +185,10 @@ VF = container(**{"nvidia.com/sriov8001": "1"})
             [True, True, False],
         ),
         ("CPU Job naming no queue", job(pod_spec(CPU)), [True, True, True]),
-        ("RDMA-only Job (a VF is not a GPU) naming no queue", job(pod_spec(VF)), [True, True, True]),
+        # Item 6: the VF budget of quota and queue is one only if every VF goes through the queue.
+        ("RDMA-only Job (a VF) naming no queue", job(pod_spec(VF)), [True, True, False]),
+        ("RDMA shared device naming no queue", job(pod_spec(RDMA)), [True, True, False]),
+        ("RDMA-only Job naming its queue", job(pod_spec(VF), "vision"), [True, True, True]),
         ("CPU Job naming another team's queue", job(pod_spec(CPU), "speech"), [False, True, True]),
         ("a prefix of its own queue", job(pod_spec(GPU), "vision-x"), [False, True, False]),
     ],
@@ -207,12 +229,11 @@ def test_queue_label_is_immutable(case: str, old_queue: str | None, new_queue: s
 
 def test_queue_label_is_immutable_for_every_covered_kind() -> None:
     specs = {"pods": pod_spec(CPU), "jobs": {"template": {"spec": pod_spec(CPU)}}}
+    apps = {"template": {"spec": pod_spec(CPU)}}
+    assert set(DEFAULT) == set(KIND), "every kind the team may write (and the integrations) has its policy"
     for plural, policy in DEFAULT.items():
-        spec = specs.get(plural, {})
+        spec = specs.get(plural, apps if plural in ("deployments", "statefulsets", "replicasets") else {})
         labelled, bare = {"metadata": meta("vision"), "spec": spec}, {"metadata": meta(), "spec": spec}
-        if plural in admission.APPS_KINDS:
-            assert policy.validations[0] is not None and len(policy.validations) == 1
-            continue
         assert policy.run(bare, operation="UPDATE", old=labelled)[0][1] is False, plural
         assert policy.run(labelled, operation="UPDATE", old=labelled)[0][1] is True, plural
         assert policy.run(labelled)[0][1] is True, plural  # CREATE: no oldObject
@@ -232,22 +253,12 @@ def test_each_team_names_only_its_own_queue() -> None:
         ("plain GPU pod without a queue", pod(pod_spec(GPU)), [True, True, False]),
         (
             "a forged controller owner does not exempt",
-            pod(
-                pod_spec(GPU),
-                ownerReferences=[
-                    {"kind": "ConfigMap", "name": "w", "uid": "1", "controller": True, "apiVersion": "v1"}
-                ],
-            ),
+            pod(pod_spec(GPU), ownerReferences=owner("ConfigMap", "v1")),
             [True, True, False],
         ),
         (
             "nor does a forged Job owner",
-            pod(
-                pod_spec(GPU),
-                ownerReferences=[
-                    {"kind": "Job", "name": "w", "uid": "1", "controller": True, "apiVersion": "batch/v1"}
-                ],
-            ),
+            pod(pod_spec(GPU), ownerReferences=owner("Job", "batch/v1")),
             [True, True, False],
         ),
         ("plain CPU pod", pod(pod_spec(CPU)), [True, True, True]),
@@ -258,29 +269,188 @@ def test_pod_policy(case: str, obj: dict[str, Any], ok: list[bool]) -> None:
     assert DEFAULT["pods"].run(obj)[0] == ok, case
 
 
-@pytest.mark.parametrize("user", admission.POD_CONTROLLERS)
-def test_pods_created_by_a_workload_controller_are_exempt(user: str) -> None:
-    assert DEFAULT["pods"].run(pod(pod_spec(GPU)), user=user)[0] == [True, True, True]
-    # ... but they still may not name another team's queue
-    assert DEFAULT["pods"].run(pod(pod_spec(GPU), "speech"), user=user)[0] == [False, True, True]
+# --------------------------------------------------------------------------------------------
+# children of queued workloads: exempt by the creator's identity and the owner's kind together
 
 
 @pytest.mark.parametrize(
-    "user",
-    ["alice", "system:serviceaccount:vision:default", "system:serviceaccount:kube-system:job-controller-x"],
+    ("plural", "user", "owner_kind", "api_version", "exempt"),
+    [
+        ("pods", KCM, "Job", "batch/v1", True),
+        ("pods", JOB_CONTROLLER, "Job", "batch/v1", True),
+        ("pods", KCM, "ReplicaSet", "apps/v1", True),
+        ("pods", RS_CONTROLLER, "ReplicaSet", "apps/v1", True),
+        ("pods", STS_CONTROLLER, "StatefulSet", "apps/v1", True),
+        ("pods", JOB_CONTROLLER, "ReplicaSet", "apps/v1", False),  # the wrong controller for the kind
+        ("pods", KCM, "DaemonSet", "apps/v1", False),  # no queue guard covers DaemonSets
+        ("pods", TRAINING, "PyTorchJob", "kubeflow.org/v1", True),
+        ("pods", TRAINING, "TFJob", "kubeflow.org/v1", False),  # item 4: no queue guard covers TFJobs
+        ("pods", TRAINING, "XGBoostJob", "kubeflow.org/v1", False),
+        ("pods", MPI, "MPIJob", "kubeflow.org/v2beta1", True),
+        ("jobs", MPI, "MPIJob", "kubeflow.org/v2beta1", True),  # the launcher Job
+        ("jobs", JOBSET, "JobSet", "jobset.x-k8s.io/v1alpha2", True),
+        ("jobs", JOBSET, "Job", "batch/v1", False),
+        ("jobs", KCM, "CronJob", "batch/v1", False),  # a CronJob's Jobs carry its jobTemplate's label
+        ("replicasets", DEPLOYMENT_CONTROLLER, "Deployment", "apps/v1", True),
+        ("replicasets", KCM, "Deployment", "apps/v1", True),
+        ("replicasets", "alice", "Deployment", "apps/v1", False),
+        ("pods", "alice", "Job", "batch/v1", False),
+        ("pods", "system:serviceaccount:vision:default", "Job", "batch/v1", False),
+        ("pods", "system:serviceaccount:kube-system:job-controller-x", "Job", "batch/v1", False),
+    ],
 )
-def test_a_team_user_or_service_account_is_not_a_controller(user: str) -> None:
-    assert DEFAULT["pods"].run(pod(pod_spec(GPU)), user=user)[0] == [True, True, False]
-    assert DEFAULT["jobs"].run(job(pod_spec(GPU)), user=user)[0] == [True, True, False]
+def test_children_are_exempt_by_kind_and_identity_together(
+    plural: str, user: str, owner_kind: str, api_version: str, exempt: bool
+) -> None:
+    spec = pod_spec(GPU)
+    obj = (
+        pod(spec, ownerReferences=owner(owner_kind, api_version))
+        if plural == "pods"
+        else {"metadata": meta(ownerReferences=owner(owner_kind, api_version)), "spec": {"template": {"spec": spec}}}
+    )
+    results, _messages = DEFAULT[plural].run(obj, user=user)
+    assert results[2] is exempt, (plural, user, owner_kind)
+    # The same creator without the owner is never exempt ...
+    bare = pod(spec) if plural == "pods" else {"metadata": meta(), "spec": {"template": {"spec": spec}}}
+    assert DEFAULT[plural].run(bare, user=user)[0][2] is False
+    # ... and an exempt child still may not name another team's queue.
+    obj["metadata"]["labels"] = {QUEUE: "speech"}
+    assert DEFAULT[plural].run(obj, user=user)[0][0] is False
 
 
-def test_jobs_of_a_jobset_are_exempt_but_not_those_of_a_cronjob() -> None:
-    jobset = "system:serviceaccount:jobset-system:jobset-controller-manager"
-    assert DEFAULT["jobs"].run(job(pod_spec(GPU)), user=jobset)[0] == [True, True, True]
-    # kube-controller-manager without --use-service-account-credentials is also the CronJob
-    # controller: a CronJob's Jobs carry the label from its jobTemplate.
-    assert DEFAULT["jobs"].run(job(pod_spec(GPU)), user=admission.KCM)[0] == [True, True, False]
-    assert DEFAULT["jobs"].run(job(pod_spec(GPU), "vision"), user=admission.KCM)[0] == [True, True, True]
+def test_an_operators_children_are_exempt_only_for_enabled_integrations() -> None:
+    policies = _policies(_cfg(integrations=["batch/job", "pod"]))
+    child = pod(pod_spec(GPU), ownerReferences=owner("PyTorchJob", "kubeflow.org/v1"))
+    assert policies["pods"].run(child, user=TRAINING)[0] == [True, True, False]
+    assert DEFAULT["pods"].run(child, user=TRAINING)[0] == [True, True, True]
+
+
+def test_controllers_are_configuration() -> None:
+    ray = {"serviceAccount": "ray-system/kuberay-operator", "integrations": ["kubeflow.org/pytorchjob"]}
+    policies = _policies(_cfg(controllers=[ray]))
+    child = pod(pod_spec(GPU), ownerReferences=owner("PyTorchJob", "kubeflow.org/v1"))
+    assert policies["pods"].run(child, user="system:serviceaccount:ray-system:kuberay-operator")[0][2] is True
+    # the upstream default is no longer trusted once the list is replaced
+    assert policies["pods"].run(child, user=TRAINING)[0][2] is False
+
+
+# --------------------------------------------------------------------------------------------
+# item 2: no controller ownerReference but from a controller; item 3: no unsuspend but Kueue's
+
+
+def _guard(role: str, plural: str, cfg: StackConfig | None = None) -> QueuePolicy:
+    objects = admission.queue_admission_objects(cfg or _cfg())
+    group = {"pods": "", "jobs": "batch", "jobsets": "jobset.x-k8s.io", "pytorchjobs": "kubeflow.org"}[plural]
+    return QueuePolicy(objects[role], KIND[plural], group, plural)
+
+
+OWNERS: Final = _guard("owners-queue-policy", "pods")
+OWNERS_JOBS: Final = _guard("owners-queue-policy", "jobs")
+
+
+def test_the_forged_owner_attack_is_refused_and_the_controllers_pass() -> None:
+    """The issue's attack: a bare GPU pod, labelled with the team's queue, claiming a suspended Job
+    as its controller (Kueue would skip it). Refused for the team; the Job controller's own pod passes."""
+    attack = pod(pod_spec(GPU), "vision", ownerReferences=owner("Job", "batch/v1"))
+    results, messages = OWNERS.run(attack, user="alice")
+    assert results == [False]
+    assert "only workload controllers set a controller ownerReference" in messages[0] and "alice" in messages[0]
+    assert DEFAULT["pods"].run(attack, user="alice")[0] == [True, True, True], "the queue policy alone admits it"
+    for user in (KCM, JOB_CONTROLLER, TRAINING, "system:serviceaccount:vision:default"):
+        assert OWNERS.run(attack, user=user)[0] == [user != "system:serviceaccount:vision:default"], user
+    # the allowed twins of the team: no ownerReference, or one that is not a controller's
+    assert OWNERS.run(pod(pod_spec(GPU), "vision"), user="alice")[0] == [True]
+    loose = pod(pod_spec(GPU), "vision", ownerReferences=owner("Job", "batch/v1", controller=False))
+    assert OWNERS.run(loose, user="alice")[0] == [True]
+
+
+def test_kubectl_create_job_from_a_cronjob_is_allowed() -> None:
+    from_cron = job(pod_spec(GPU), "vision", ownerReferences=owner("CronJob", "batch/v1"))
+    assert OWNERS_JOBS.run(from_cron, user="alice")[0] == [True]
+    assert OWNERS.run(pod(pod_spec(GPU), ownerReferences=owner("CronJob", "batch/v1")), user="alice")[0] == [False]
+    assert OWNERS_JOBS.run(job(pod_spec(GPU), ownerReferences=owner("JobSet", "jobset.x-k8s.io/v1alpha2")))[0] == [
+        False
+    ]
+
+
+def test_a_controller_reference_added_on_update_is_refused() -> None:
+    bare = job(pod_spec(GPU), "vision")
+    owned = job(pod_spec(GPU), "vision", ownerReferences=owner("JobSet", "jobset.x-k8s.io/v1alpha2"))
+    assert OWNERS_JOBS.run(owned, operation="UPDATE", old=bare, user="alice")[0] == [False]
+    swapped = job(pod_spec(GPU), "vision", ownerReferences=owner("JobSet", "jobset.x-k8s.io/v1alpha2", uid="2"))
+    assert OWNERS_JOBS.run(swapped, operation="UPDATE", old=owned, user="alice")[0] == [False]
+    # twins: an update keeping it, removing it (the garbage collector orphaning), or by its controller
+    assert OWNERS_JOBS.run(owned, operation="UPDATE", old=owned, user="alice")[0] == [True]
+    assert OWNERS_JOBS.run(bare, operation="UPDATE", old=owned, user="alice")[0] == [True]
+    assert OWNERS_JOBS.run(owned, operation="UPDATE", old=bare, user=JOBSET)[0] == [True]
+
+
+def test_the_owners_guard_covers_every_queued_kind() -> None:
+    objects = admission.queue_admission_objects(_cfg())
+    rules = objects["owners-queue-policy"]["spec"]["matchConstraints"]["resourceRules"]
+    assert {r["resources"][0] for r in rules} == set(KIND)
+    assert all(r["operations"] == ["CREATE", "UPDATE"] for r in rules)
+    assert objects["owners-queue-binding"]["spec"]["policyName"] == controllers.OWNERS_POLICY
+
+
+SUSPEND_JOBS: Final = _guard("jobs-suspend-policy", "jobs")
+
+
+def _suspended(obj: dict[str, Any], value: bool) -> dict[str, Any]:
+    out = {**obj, "spec": {**obj["spec"], "suspend": value}}
+    return out
+
+
+def test_a_member_cannot_unsuspend_a_queued_job() -> None:
+    held = job(pod_spec(GPU), "vision")
+    results, messages = SUSPEND_JOBS.run(_suspended(held, False), operation="UPDATE", old=held, user="alice")
+    assert results == [False]
+    assert "released by Kueue alone" in messages[0] and "alice" in messages[0]
+    gone = {**held, "spec": {k: v for k, v in held["spec"].items() if k != "suspend"}}
+    assert SUSPEND_JOBS.run(gone, operation="UPDATE", old=held, user="alice")[0] == [False], "suspend removed"
+    # twins: Kueue admitting it; an operator resuming a child; suspending; an update that keeps it held
+    assert SUSPEND_JOBS.run(_suspended(held, False), operation="UPDATE", old=held, user=KUEUE)[0] == [True]
+    assert SUSPEND_JOBS.run(_suspended(held, False), operation="UPDATE", old=held, user=JOBSET)[0] == [True]
+    running = _suspended(held, False)
+    assert SUSPEND_JOBS.run(held, operation="UPDATE", old=running, user="alice")[0] == [True]
+    assert SUSPEND_JOBS.run(held, operation="UPDATE", old=held, user="alice")[0] == [True]
+    # an unqueued (CPU) Job is the team's own to resume
+    cpu = job(pod_spec(CPU))
+    assert SUSPEND_JOBS.run(_suspended(cpu, False), operation="UPDATE", old=cpu, user="alice")[0] == [True]
+
+
+def test_with_manage_jobs_without_queue_name_every_job_is_held() -> None:
+    cfg = _cfg(manageJobsWithoutQueueName=True)
+    guard = _guard("jobs-suspend-policy", "jobs", cfg)
+    cpu = job(pod_spec(CPU))
+    assert guard.run(_suspended(cpu, False), operation="UPDATE", old=cpu, user="alice")[0] == [False]
+    assert guard.run(_suspended(cpu, False), operation="UPDATE", old=cpu, user=KUEUE)[0] == [True]
+
+
+def test_the_kubeflow_kinds_are_held_by_run_policy() -> None:
+    guard = _guard("pytorchjobs-suspend-policy", "pytorchjobs")
+
+    def ptj(suspend: bool | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"pytorchReplicaSpecs": {}}
+        if suspend is not None:
+            spec["runPolicy"] = {"suspend": suspend}
+        return {"metadata": meta("vision"), "spec": spec}
+
+    assert guard.run(ptj(False), operation="UPDATE", old=ptj(True), user="alice")[0] == [False]
+    assert guard.run(ptj(None), operation="UPDATE", old=ptj(True), user="alice")[0] == [False]
+    assert guard.run(ptj(False), operation="UPDATE", old=ptj(True), user=KUEUE)[0] == [True]
+    assert guard.run(ptj(True), operation="UPDATE", old=ptj(False), user="alice")[0] == [True]
+    assert guard.run(ptj(None), operation="UPDATE", old=ptj(None), user="alice")[0] == [True]
+
+
+def test_suspend_guards_follow_the_integrations_and_kueues_namespace() -> None:
+    objects = admission.queue_admission_objects(_cfg(integrations=["batch/job", "pod"], namespace="queues"))
+    assert {r for r in objects if "suspend" in r} == {"jobs-suspend-policy", "jobs-suspend-binding"}
+    guard = QueuePolicy(objects["jobs-suspend-policy"], "Job", "batch", "jobs")
+    held = job(pod_spec(GPU), "vision")
+    moved = "system:serviceaccount:queues:kueue-controller-manager"
+    assert guard.run(_suspended(held, False), operation="UPDATE", old=held, user=moved)[0] == [True]
+    assert guard.run(_suspended(held, False), operation="UPDATE", old=held, user=KUEUE)[0] == [False]
 
 
 def _claims(*names: str) -> dict[str, Any]:
@@ -296,49 +466,84 @@ def test_a_dra_claim_is_a_gpu_request() -> None:
     assert DEFAULT["pods"].run(pod(_claims("gpu")))[0] == [True, True, False]
 
 
-def _apps(plural: str, spec: dict[str, Any], queue: str | None = None) -> dict[str, Any]:
-    kind = {"deployments": "Deployment", "statefulsets": "StatefulSet", "replicasets": "ReplicaSet"}[plural]
-    return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta(queue), "spec": {"template": {"spec": spec}}}
+# --------------------------------------------------------------------------------------------
+# apps: Deployments and StatefulSets through Kueue's integrations; ReplicaSets only from a Deployment
 
 
-@pytest.mark.parametrize("plural", admission.APPS_KINDS)
-def test_apps_kinds_cannot_hold_gpus(plural: str) -> None:
+def _apps(plural: str, spec: dict[str, Any], queue: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": KIND[plural],
+        "metadata": meta(queue, **extra),
+        "spec": {"template": {"spec": spec}},
+    }
+
+
+@pytest.mark.parametrize("plural", ["deployments", "statefulsets"])
+def test_gpu_deployments_and_statefulsets_go_through_the_queue(plural: str) -> None:
     policy = DEFAULT[plural]
-    for spec in (pod_spec(GPU), pod_spec(CPU, init=[MIG]), _claims("gpu")):
-        for queue in (None, "vision"):
-            results, messages = policy.run(_apps(plural, spec, queue))
-            assert results == [False], (plural, queue)
-            assert "not managed by Kueue here" in messages[0] and f"{QUEUE}: vision" in messages[0]
-    assert policy.run(_apps(plural, pod_spec(CPU)))[0] == [True]
-    assert policy.run(_apps(plural, pod_spec(VF)))[0] == [True]
-    # An update turning a CPU template into a GPU one is refused; one of a GPU template made
-    # before the policy (a controller scaling its ReplicaSet) passes, as does a CPU update.
+    for spec in (pod_spec(GPU), pod_spec(CPU, init=[MIG]), _claims("gpu"), pod_spec(VF)):
+        results, messages = policy.run(_apps(plural, spec))
+        assert results == [True, True, False], plural
+        assert f"add the label {QUEUE}: vision" in messages[0]
+        assert policy.run(_apps(plural, spec, "vision"))[0] == [True, True, True]
+    assert policy.run(_apps(plural, pod_spec(CPU)))[0] == [True, True, True]
+    # An update turning an unqueued CPU template into a GPU one is refused; a GPU template made
+    # before elastic quotas (no label) may still be updated and rolled out.
     cpu, gpu = _apps(plural, pod_spec(CPU)), _apps(plural, pod_spec(GPU))
-    assert policy.run(gpu, operation="UPDATE", old=cpu)[0] == [False]
-    assert policy.run(gpu, operation="UPDATE", old=gpu)[0] == [True]
-    assert policy.run(cpu, operation="UPDATE", old=gpu)[0] == [True]
+    assert policy.run(gpu, operation="UPDATE", old=cpu)[0] == [True, True, False]
+    assert policy.run(gpu, operation="UPDATE", old=gpu)[0] == [True, True, True]
+    assert policy.run(cpu, operation="UPDATE", old=gpu)[0] == [True, True, True]
+
+
+@pytest.mark.parametrize("plural", ["deployments", "statefulsets"])
+def test_without_their_integration_gpu_deployments_are_refused(plural: str) -> None:
+    policy = _policies(_cfg(integrations=["batch/job", "pod"]))[plural]
+    results, messages = policy.run(_apps(plural, pod_spec(GPU), "vision"))
+    assert results == [True, True, False]
+    assert "not managed by Kueue here" in messages[0] and "lacks" in messages[0]
+    assert policy.run(_apps(plural, pod_spec(CPU)))[0] == [True, True, True]
+
+
+def test_replicasets_hold_gpus_only_for_a_deployment() -> None:
+    """Item 8: a rollout of a GPU Deployment made before elastic quotas creates a new ReplicaSet."""
+    policy = DEFAULT["replicasets"]
+    rollout = _apps("replicasets", pod_spec(GPU), ownerReferences=owner("Deployment", "apps/v1"))
+    assert policy.run(rollout, user=DEPLOYMENT_CONTROLLER)[0] == [True, True, True]
+    assert policy.run(rollout, user=KCM)[0] == [True, True, True]
+    for user in ("alice", DEPLOYMENT_CONTROLLER):
+        bare = _apps("replicasets", pod_spec(GPU), "vision")
+        results, messages = policy.run(bare, user=user)
+        assert results == [True, True, False]
+        assert "Kueue has no integration for them" in messages[0]
+    assert policy.run(rollout, user="alice")[0] == [True, True, False]
+    assert policy.run(_apps("replicasets", pod_spec(CPU)))[0] == [True, True, True]
+    cpu, gpu = _apps("replicasets", pod_spec(CPU)), _apps("replicasets", pod_spec(GPU))
+    assert policy.run(gpu, operation="UPDATE", old=cpu)[0] == [True, True, False]
+    assert policy.run(gpu, operation="UPDATE", old=gpu)[0] == [True, True, True]
 
 
 def test_apps_policies_cover_what_the_team_role_may_write() -> None:
     from components.tenancy.teams import cluster_role
 
+    cfg = _cfg()
     written = {
         r
-        for rule in cluster_role()["rules"]
-        if "apps" in rule["apiGroups"] and "create" in rule["verbs"]
+        for rule in cluster_role(cfg)["rules"]
+        if "create" in rule["verbs"]
         for r in rule["resources"]
-        if "/" not in r
+        if "/" not in r and rule["apiGroups"] != [""]
     }
-    objects = admission.queue_admission_objects(_cfg())
+    objects = admission.queue_admission_objects(cfg)
     covered = {
         r
         for role, obj in objects.items()
-        if role.endswith("-policy")
+        if role.endswith("-queue-policy") and role != "owners-queue-policy"
         for rule in obj["spec"]["matchConstraints"]["resourceRules"]
-        if rule["apiGroups"] == ["apps"]
         for r in rule["resources"]
     }
-    assert written and written <= covered
+    # every workload kind a member may create has a queue guard (cronjobs: their Jobs do)
+    assert written - {"cronjobs", "resourceclaims", "resourceclaimtemplates"} <= covered, written - covered
 
 
 def _replicas(field: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -371,17 +576,23 @@ def test_manage_jobs_without_queue_name_drops_the_label_requirement_only() -> No
     assert len(policies["jobs"].validations) == 2
     assert policies["jobs"].run(job(pod_spec(GPU)))[0] == [True, True]
     assert policies["jobs"].run(job(pod_spec(GPU), "speech"))[0] == [False, True]
+    assert len(policies["replicasets"].validations) == 3, "ReplicaSets are never Kueue's"
 
 
 def test_pods_outside_the_integrations_cannot_be_queued() -> None:
     policies = _policies(_cfg(integrations=["batch/job"]))
-    assert set(policies) == {"pods", "jobs", *admission.APPS_KINDS}
+    assert set(policies) == {"pods", "jobs", "deployments", "statefulsets", "replicasets"}
     results, messages = policies["pods"].run(pod(pod_spec(GPU), "vision"))
     assert results == [True, True, False]
     assert "lacks pod" in messages[0]
     assert policies["pods"].run(pod(pod_spec(CPU)))[0] == [True, True, True]
-    job_controller = "system:serviceaccount:kube-system:job-controller"
-    assert policies["pods"].run(pod(pod_spec(GPU)), user=job_controller)[0] == [True, True, True]
+    child = pod(pod_spec(GPU), ownerReferences=owner("Job", "batch/v1"))
+    assert policies["pods"].run(child, user=JOB_CONTROLLER)[0] == [True, True, True]
+
+
+def test_deployment_integrations_imply_pods() -> None:
+    policies = _policies(_cfg(integrations=["batch/job", "deployment"]))
+    assert policies["pods"].run(pod(pod_spec(GPU), "vision"))[0] == [True, True, True]
 
 
 def test_policies_select_team_namespaces_and_their_kind() -> None:
@@ -398,3 +609,5 @@ def test_policies_select_team_namespaces_and_their_kind() -> None:
         {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["jobs"]}
     ]
     assert objects["jobs-queue-binding"]["spec"]["validationActions"] == ["Deny"]
+    suspend = objects["jobs-suspend-policy"]["spec"]["matchConstraints"]["resourceRules"]
+    assert suspend == [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["jobs"]}]

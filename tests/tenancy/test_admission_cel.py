@@ -42,8 +42,9 @@ from celpy.evaluation import CELEvalError, Evaluator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.loader import parse_config
+from components.loader import gpuaas_section, parse_config
 from components.model import resources
+from components.plan.offline import ROOT, stack_config
 from components.tenancy import admission, network_admission, networks, teams
 from components.tenancy import labels as team_labels
 from tests.admission_cases import ALLOWED, REFUSED
@@ -268,6 +269,7 @@ class Policy:
         self, manifest: Mapping[str, Any], functions: Mapping[str, Callable[..., Any]] = K8S_FUNCTIONS
     ) -> None:
         spec = manifest["spec"]
+        self.manifest = manifest
         fns = dict(functions)
         self.variables = [(v["name"], _ENV.program(_ast(v["expression"]), fns)) for v in spec.get("variables", [])]
         self.validations = [_ENV.program(_ast(v["expression"]), fns) for v in spec["validations"]]
@@ -736,8 +738,11 @@ def test_partition_label_is_what_the_team_namespace_carries(cfg_of: Any) -> None
 # --------------------------------------------------------------------------------------------
 # AKS pool policy (no mirror: real CEL is the only test of it)
 
-POOL: Final = Policy(admission.pool_policy())
+#: The AKS variant with a pool no team owns (tests/stacks/aks-elastic.yaml): ndshared.
+AKS_SHARED: Final = parse_config(gpuaas_section(stack_config("aks", ROOT / "tests" / "stacks" / "aks-elastic.yaml")))
+POOL: Final = Policy(admission.pool_policy(AKS_SHARED))
 OTHER_POOL: Final = "ndother"
+SHARED_POOL: Final = "ndshared"
 
 
 def _team_namespace_labels() -> dict[str, str]:
@@ -752,7 +757,7 @@ POOL_NAME: Final = NS_LABELS[team_labels.POOL_LABEL]
 
 
 def test_pool_comes_from_the_namespace_not_a_parameter() -> None:
-    assert "paramKind" not in admission.pool_policy()["spec"] and "paramRef" not in admission.pool_binding()["spec"]
+    assert "paramKind" not in POOL.manifest["spec"] and "paramRef" not in admission.pool_binding()["spec"]
     selector = admission.pool_binding()["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
     assert selector == [{"key": team_labels.TEAM_LABEL, "operator": "Exists"}], (
         "every team namespace, pool label or not"
@@ -839,12 +844,18 @@ def test_pool_policy_with_real_cel(label: str, spec: dict[str, Any], allowed: bo
 
 
 def test_pool_variable_sees_the_pod() -> None:
+    shared = [SHARED_POOL]
     act = POOL.activation(pod(containers=_gpu()), "team-vision", namespace_labels=NS_LABELS)
-    assert act["variables"] == {"wantsAccelerator": True, "wantsRdma": False, "pool": POOL_NAME}
+    assert act["variables"] == {"wantsAccelerator": True, "wantsRdma": False, "pool": POOL_NAME, "unownedPools": shared}
     act = POOL.activation(pod(containers=_gpu(resource="rdma/hcashared")), "team-vision", namespace_labels=NS_LABELS)
-    assert act["variables"] == {"wantsAccelerator": True, "wantsRdma": True, "pool": POOL_NAME}
+    assert act["variables"] == {"wantsAccelerator": True, "wantsRdma": True, "pool": POOL_NAME, "unownedPools": shared}
     act = POOL.activation(pod(), "team-vision", namespace_labels=NS_LABELS)
-    assert act["variables"] == {"wantsAccelerator": False, "wantsRdma": False, "pool": POOL_NAME}
+    assert act["variables"] == {
+        "wantsAccelerator": False,
+        "wantsRdma": False,
+        "pool": POOL_NAME,
+        "unownedPools": shared,
+    }
 
 
 #: The labels of a team namespace without a partition: the team label, no pool.
@@ -866,7 +877,6 @@ NO_POOL_LABELS: Final = {k: v for k, v in NS_LABELS.items() if k != team_labels.
             {"containers": _PLAIN, "initContainers": _gpu(resource="rdma/hcashared"), **_SELECT},
             False,
         ),
-        ("gpu, no selector (a shared pool, Kueue picks it)", {"containers": _gpu()}, True),
         ("cpu only, another team's pool", {"containers": _PLAIN, **_SELECT}, True),
         ("no resources", {}, True),
     ],
@@ -879,3 +889,48 @@ def test_a_team_without_a_pool_may_request_no_rdma(label: str, spec: dict[str, A
         assert "no InfiniBand pool" in POOL.message(0, p, "team-nopart", namespace_labels=NO_POOL_LABELS)
     act = POOL.activation(p, "team-nopart", namespace_labels=NO_POOL_LABELS)
     assert act["variables"]["pool"] == ""
+
+
+@pytest.mark.parametrize(
+    ("label", "spec", "allowed"),
+    [
+        ("gpu on another team's pool", {"containers": _gpu(), **_SELECT}, False),
+        ("gpu, no selector", {"containers": _gpu()}, False),
+        ("gpu on the pool no team owns", {"containers": _gpu(), "nodeSelector": {POOL_KEY: SHARED_POOL}}, True),
+        ("gpu, affinity In [shared]", {"containers": _gpu(), "affinity": _affinity([SHARED_POOL])}, True),
+        (
+            "gpu, affinity In [shared, another team's]",
+            {"containers": _gpu(), "affinity": _affinity([SHARED_POOL, POOL_NAME])},
+            False,
+        ),
+        (
+            "gpu init container on another team's pool",
+            {"containers": _PLAIN, "initContainers": _gpu(), **_SELECT},
+            False,
+        ),
+        ("cpu only, no selector", {"containers": _PLAIN}, True),
+    ],
+)
+def test_a_team_without_a_pool_runs_gpus_only_on_a_pool_no_team_owns(
+    label: str, spec: dict[str, Any], allowed: bool
+) -> None:
+    """Item 12: a partitionless team's GPU-only pod on another team's pool took GPUs out of its
+    partition. The pools no team owns are data in the policy (variables.unownedPools)."""
+    p = pod(**spec)
+    assert POOL.results(p, "team-nopart", namespace_labels=NO_POOL_LABELS) == [allowed], label
+    if not allowed:
+        message = POOL.message(0, p, "team-nopart", namespace_labels=NO_POOL_LABELS)
+        assert f"select a pool no team owns with nodeSelector {POOL_KEY} ({SHARED_POOL})" in message, message
+    assert POOL.activation(p, "team-nopart", namespace_labels=NO_POOL_LABELS)["variables"]["unownedPools"] == [
+        SHARED_POOL
+    ]
+
+
+def test_with_every_pool_owned_a_partitionless_team_runs_no_gpu_pod() -> None:
+    owned = Policy(admission.pool_policy(parse_config(raw_stack("aks"))))
+    p = pod(containers=_gpu(), nodeSelector={POOL_KEY: "ndh100b"})
+    assert owned.results(p, "team-nopart", namespace_labels=NO_POOL_LABELS) == [False]
+    assert "none: each GPU pool is the partition of a team" in owned.message(
+        0, p, "team-nopart", namespace_labels=NO_POOL_LABELS
+    )
+    assert owned.results(pod(containers=_PLAIN), "team-nopart", namespace_labels=NO_POOL_LABELS) == [True]

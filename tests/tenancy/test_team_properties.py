@@ -93,7 +93,7 @@ def _bytes(cfg: StackConfig) -> dict[str, bytes]:
         for t in cfg.teams
         for role, obj in teams.team_objects(cfg, t).items()
     }
-    out["*/member-role"] = writer.dump(writer._ordered(teams.cluster_role())).encode()
+    out["*/member-role"] = writer.dump(writer._ordered(teams.cluster_role(cfg))).encode()
     for role, obj in admission.admission_objects(cfg).items():
         out[f"*/{role}"] = writer.dump(writer._ordered(obj)).encode()
     return out

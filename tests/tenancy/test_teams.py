@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft4Validator
 
 from components.fabric import guid_plan, opensm, sriov_host
-from components.loader import parse_config
+from components.loader import gpuaas_section, parse_config
 from components.model import resources
 from components.model.capacity import capacity
 from components.model.config import StackConfig
@@ -42,7 +42,7 @@ def nv_ipam() -> StackConfig:
 
 def all_objects(cfg: StackConfig) -> list[dict[str, Any]]:
     objs = [o for t in cfg.teams for o in teams.team_objects(cfg, t).values()]
-    objs += [teams.cluster_role(), *admission.admission_objects(cfg).values()]
+    objs += [teams.cluster_role(cfg), *admission.admission_objects(cfg).values()]
     if cfg.onprem is not None:
         objs += [opensm.config_map(cfg), *guid_plan.guid_config_maps(cfg), sriov_host.daemonset(cfg)]
     return objs
@@ -244,7 +244,7 @@ def test_namespace_role_and_binding(cfg_of: Any) -> None:
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
     priv = team.model_copy(update={"privileged": True})
     assert teams.namespace(cfg, priv)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    role = teams.cluster_role()
+    role = teams.cluster_role(cfg)
     assert role["kind"] == "ClusterRole" and "namespace" not in role["metadata"]
     binding = teams.role_binding(team)
     assert binding is not None and binding["metadata"]["namespace"] == team.ns
@@ -264,9 +264,35 @@ def test_namespace_role_and_binding(cfg_of: Any) -> None:
     assert teams.role_binding(team.model_copy(update={"groups": []})) is None
 
 
-def _verbs(resource: str, group: str = "") -> set[str]:
-    rules = teams.cluster_role()["rules"]
+def _verbs(resource: str, group: str = "", stack: str = "onprem", **queues: Any) -> set[str]:
+    raw = raw_stack(stack)
+    raw.setdefault("queues", {}).update(queues)
+    rules = teams.cluster_role(parse_config(raw))["rules"]
     return {v for r in rules if group in r["apiGroups"] and resource in r["resources"] for v in r["verbs"]}
+
+
+WRITE = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+READ = {"get", "list", "watch"}
+
+
+def test_team_role_gives_what_the_readme_promises_for_elastic_quotas() -> None:
+    """Item 7: JobSets, PyTorchJobs, MPIJobs to run through the queue; LocalQueues and Workloads to
+    see why a Job waits. Read only where read is enough, nothing without elastic quotas."""
+    for resource, group in (
+        ("jobsets", "jobset.x-k8s.io"),
+        ("pytorchjobs", "kubeflow.org"),
+        ("mpijobs", "kubeflow.org"),
+    ):
+        assert _verbs(resource, group) == WRITE, resource
+        assert not _verbs(resource, group, stack="aks"), f"{resource}: the AKS stack has no elastic quotas"
+    for resource in ("localqueues", "workloads"):
+        assert _verbs(resource, "kueue.x-k8s.io") == READ, resource
+        assert not _verbs(resource, "kueue.x-k8s.io", stack="aks")
+    # nothing more: no other Kueue object, no other training kind, no integration that is off
+    assert not _verbs("clusterqueues", "kueue.x-k8s.io") and not _verbs("resourceflavors", "kueue.x-k8s.io")
+    assert not _verbs("tfjobs", "kubeflow.org") and not _verbs("workloads/status", "kueue.x-k8s.io")
+    assert not _verbs("mpijobs", "kubeflow.org", integrations=["batch/job", "kubeflow.org/pytorchjob"])
+    assert _verbs("pytorchjobs", "kubeflow.org", integrations=["batch/job", "kubeflow.org/pytorchjob"]) == WRITE
 
 
 def test_team_role_never_edits_a_live_pod() -> None:
@@ -457,3 +483,44 @@ def test_team_quotas_and_role_bindings_wait_for_every_admission_guard(stack: str
     # Nor do the guards wait for a team namespace (they select namespaces by label).
     team_ns = {run.named(f"gpuaas-teams-{t.name}-namespace").urn for t in cfg.teams}
     assert not any(team_ns & set(g.dependencies) for g in guards)
+
+
+def _dra_elastic_run() -> Any:
+    from components.plan.offline import stack_config
+
+    config = stack_config("onprem", Path(__file__).resolve().parents[1] / "stacks" / "onprem-dra.yaml")
+    config = {**config, "gpuaas:queues": {"elastic": True}}
+    return run_program("onprem", config=config), parse_config(gpuaas_section(config))
+
+
+def test_quotas_wait_for_the_queue_and_claim_guards_too() -> None:
+    """Item 12: an elastic quota's ceiling (borrowed GPUs) only once the queue guards hold, a DRA
+    quota's device entries only once the claim guards hold: proven from the recorded dependencies
+    of the offline run (what `pulumi up` orders by), on the DRA variant with elastic quotas."""
+    run, cfg = _dra_elastic_run()
+    order = {r.urn: i for i, r in enumerate(run.records)}
+    policy_types = (
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+    )
+    queue_guards = [r for r in run.records if r.name.startswith("gpuaas-queues-") and r.type in policy_types]
+    dra_guards = [r for r in run.records if r.name.startswith("gpuaas-dra-") and r.type in policy_types]
+    assert len(queue_guards) == 2 * 13 and len(dra_guards) == 2, (len(queue_guards), len(dra_guards))
+    guards = queue_guards + dra_guards
+    for team in cfg.teams:
+        for role in ("quota", "rolebinding"):
+            r = run.named(f"gpuaas-teams-{team.name}-{role}")
+            missing = {g.name for g in guards if g.urn not in r.dependencies}
+            assert not missing, f"{r.name} does not wait for {sorted(missing)}"
+            assert all(order[g.urn] < order[r.urn] for g in guards), f"{r.name} registered before a guard"
+        # the claims RoleBinding (create ResourceClaims) waits for the claim guards as well
+        claims_binding = run.named(f"gpuaas-dra-{team.name}-rolebinding")
+        assert {g.urn for g in dra_guards} <= set(claims_binding.dependencies)
+        # the allowed twin: the namespace waits for none of them, nor a claim template
+        assert not {g.urn for g in guards} & set(run.named(f"gpuaas-teams-{team.name}-namespace").dependencies)
+    team_ns = {run.named(f"gpuaas-teams-{t.name}-namespace").urn for t in cfg.teams}
+    assert not any(team_ns & set(g.dependencies) for g in guards), "the guards need no team namespace"
+    # the LocalQueues still come after their namespaces
+    for team in cfg.teams:
+        lq = run.named(f"gpuaas-queues-{team.name}-local-queue")
+        assert run.named(f"gpuaas-teams-{team.name}-namespace").urn in lq.dependencies

@@ -1,0 +1,359 @@
+"""Kueue's own controller manager for the e2e tests: its CRDs, the process, the applied plan.
+
+The manager is ``sigs.k8s.io/kueue/cmd/kueue`` at the pinned v0.19.2, built from its Go module by
+``e2e/toolchain.py`` (tool set ``kueue``), run with the Configuration gpuaas renders for the Helm
+release (:func:`components.queueing.queues.kueue_configuration`) plus what a process outside a cluster
+needs: no leader election, loopback ports, a temporary cert directory, the on-demand visibility
+API server off. It signs in as the chart's ServiceAccount with a token the API server issued.
+Kueue's CRDs: the ones in ../shared/upstream/kueue (byte-identical to the module's, checked in
+test_elastic_quotas_lend_and_reclaim.py) and, for the kinds shared/upstream lacks (Workload,
+AdmissionCheck, …), the same directory of the same module (``config/components/crd/bases``); the
+workload CRDs of JobSet and the Kubeflow operators from their modules (:data:`WORKLOAD_CRDS`).
+
+Controller only: Kueue's admission webhooks are not registered with the API server (its
+serving certificate names the in-cluster Service, which a loopback server cannot be reached
+as). So Jobs are submitted with ``suspend: true``, as Kueue's docs ask where its webhook is
+absent, and Kueue admits one by unsuspending it (no kubelet needed).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import subprocess
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import yaml
+
+from components.loader import parse_config
+from components.model.config import StackConfig
+from components.model.resources import GPU
+from components.model.teams import Team
+from components.plan.offline import Run
+from components.queueing import controllers, queues
+from components.queueing.admission import QUEUE_LABEL
+from e2e import toolchain, upstream
+from e2e.controlplane import ControlPlane, _die_with_parent, free_port
+from e2e.kube import ApiError, Identity, Kube
+from e2e.plan_apply import UPSTREAM, apply_plan, install_crds
+from tests.conftest import raw_stack
+from tests.e2e.conftest import need_upstream, start_plane
+
+CFG: StackConfig = parse_config(raw_stack("onprem"))
+KUEUE_API = queues.API
+SHARED_CRDS = UPSTREAM / "kueue" / "v0.19.2" / "crds"
+#: The CRDs Kueue's cert rotator injects its CA into as conversion webhooks (pkg/util/cert/cert.go).
+CONVERTED = ("localqueues", "clusterqueues", "workloads", "cohorts", "multikueueclusters")
+
+
+def member(team: Team) -> Identity:
+    return Identity(f"member-of-{team.name}@example.com", tuple(team.groups))
+
+
+def module_crds() -> Path:
+    """The CRD bases of the sigs.k8s.io/kueue module the manager is built from (Go module cache)."""
+    ts = toolchain.TOOLSETS["kueue"]
+    cache = subprocess.run(
+        ["go", "env", "GOMODCACHE"], env=toolchain.go_env(), check=True, capture_output=True, text=True
+    ).stdout.strip()
+    return Path(cache) / f"sigs.k8s.io/kueue@{toolchain.pinned_version(ts)}" / "config/components/crd/bases"
+
+
+def dependency_dir(module: str) -> Path:
+    """Where the Go module cache holds ``module`` at the version Kueue's build requires (its
+    jobframework imports the JobSet and Kubeflow APIs, so the build downloaded them)."""
+    out = subprocess.run(
+        ["go", "list", "-m", "-json", module],
+        cwd=toolchain.TOOLSETS["kueue"].module_dir,
+        env=toolchain.go_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    found = json.loads(out).get("Dir")
+    assert found, f"{module} is not in the Go module cache: `make e2e-tools` builds Kueue and downloads it"
+    return Path(found)
+
+
+#: The workload CRDs of the integrations Kueue runs here, as their own modules ship them (the
+#: versions Kueue v0.19.2 is built against): the queue, owner and suspend guards on them are
+#: type-checked against these schemas, and JobSets can be held and released for real.
+WORKLOAD_CRDS: Final = (
+    ("sigs.k8s.io/jobset", "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
+    ("github.com/kubeflow/training-operator", "manifests/base/crds/kubeflow.org_pytorchjobs.yaml"),
+    ("github.com/kubeflow/mpi-operator", "deploy/v2beta1/mpi-operator.yaml"),
+)
+
+
+def workload_crds() -> list[dict[str, Any]]:
+    docs = []
+    for module, path in WORKLOAD_CRDS:
+        for doc in yaml.safe_load_all((dependency_dir(module) / path).read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                docs.append(doc)
+    assert {d["spec"]["names"]["plural"] for d in docs} == {"jobsets", "pytorchjobs", "mpijobs"}
+    return docs
+
+
+def kueue_crds(webhook_port: int) -> list[dict[str, Any]]:
+    """Every Kueue CRD: shared/upstream's, then the module's for the rest.
+
+    Kueue's cert rotator is not ready until it has put its CA into the conversion webhook of each
+    CRD in :data:`CONVERTED`, as the release manifests declare it (config/components/crd/patches
+    webhook_in_*.yaml); here that webhook is the manager's loopback port. Every object is stored
+    and asked for at v1beta2, the storage version, so the API server never calls it.
+    """
+    docs: dict[str, dict[str, Any]] = {}
+    for root in (upstream.require(SHARED_CRDS.relative_to(UPSTREAM)), module_crds()):
+        for f in sorted(root.glob("*.yaml")):
+            doc = yaml.safe_load(f.read_text())
+            docs.setdefault(doc["metadata"]["name"], doc)
+    for plural in CONVERTED:
+        doc = docs[f"{plural}.kueue.x-k8s.io"]
+        doc["spec"]["conversion"] = {
+            "strategy": "Webhook",
+            "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {"url": f"https://127.0.0.1:{webhook_port}/convert"},
+            },
+        }
+    return list(docs.values())
+
+
+class Kueue:
+    """The Kueue manager as a child process of the test, against ``cp``, signed in as the chart's
+    ServiceAccount (:func:`components.queueing.controllers.kueue_identity`): the identity the
+    suspend guard lets release a held workload, with a ServiceAccount token the API server issued.
+
+    ``pods_ready_timeout``: no kubelet makes a pod ready here, so Kueue's ``waitForPodsReady``
+    would evict every admitted workload after the stack's timeout; the scenario tests run with it
+    raised to this, and ``test_kueue_gives_back_what_never_starts.py`` proves the stack's own.
+    """
+
+    def __init__(
+        self, cp: ControlPlane, workdir: Path, cfg: StackConfig = CFG, pods_ready_timeout: str | None = "3600s"
+    ) -> None:
+        self.cp, self.workdir, self.cfg = cp, workdir, cfg
+        self.pods_ready_timeout = pods_ready_timeout
+        self.health_port, self.webhook_port = free_port(), free_port()
+        self.log = workdir / "kueue.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def configuration(self) -> dict[str, Any]:
+        conf = queues.kueue_configuration(self.cfg)
+        if self.pods_ready_timeout is not None:
+            conf["waitForPodsReady"] = {**conf["waitForPodsReady"], "timeout": self.pods_ready_timeout}
+        conf.update(
+            leaderElection={"leaderElect": False},
+            health={"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
+            metrics={"bindAddress": "0"},
+            webhook={"port": self.webhook_port, "host": "127.0.0.1", "certDir": str(self.workdir / "certs")},
+            # An aggregated API server of its own (needs the cluster's front-proxy CA): not here.
+            featureGates={"VisibilityOnDemand": False},
+        )
+        return conf
+
+    def service_account_kubeconfig(self) -> Path:
+        """A kubeconfig with a token of Kueue's ServiceAccount, bound to ``cluster-admin`` (the
+        chart's ClusterRole is a Helm template; its rights are not what this proves)."""
+        kube, ns = self.cp.kube, self.cfg.queues.namespace
+        name = controllers.kueue_identity(self.cfg).rsplit(":", 1)[1]
+        kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}})
+        kube.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "gpuaas-e2e-kueue"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
+            }
+        )
+        request = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 7200},
+        }
+        token = kube.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token", request)
+        return self.cp.write_kubeconfig(self.workdir / "kueue.kubeconfig", token=token["status"]["token"])
+
+    def start(self, bin_dir: Path) -> None:
+        kube = self.cp.kube
+        # The chart ships this Secret empty; Kueue's cert rotator fills it (and the cert dir).
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "kueue-webhook-server-cert", "namespace": self.cfg.queues.namespace},
+            }
+        )
+        config = self.workdir / "kueue-config.yaml"
+        config.write_text(yaml.safe_dump(self.configuration()))
+        kubeconfig = self.service_account_kubeconfig()
+        with self.log.open("ab") as fh:
+            self.proc = subprocess.Popen(
+                [str(bin_dir / "kueue"), f"--config={config}", "--zap-log-level=2"],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"},
+                preexec_fn=_die_with_parent,
+                cwd=self.workdir,
+            )
+
+    def mount_certs(self) -> bool:
+        """Play the kubelet: copy the webhook Secret the cert rotator filled into the cert dir.
+
+        In a cluster the Secret is a volume of the manager's pod; the rotator waits for its files
+        (cert-controller rotator.go ``ensureCertsMounted``) before it reports ready.
+        """
+        secret = self.cp.kube.get("v1", "Secret", "kueue-webhook-server-cert", self.cfg.queues.namespace) or {}
+        data = secret.get("data") or {}
+        if not {"tls.crt", "tls.key"} <= set(data):
+            return False
+        certs = self.workdir / "certs"
+        certs.mkdir(exist_ok=True)
+        for key, value in data.items():
+            (certs / key).write_bytes(base64.b64decode(value))
+        return True
+
+    def ready(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"kueue exited ({self.proc.returncode}):\n{self.tail()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def tail(self, lines: int = 60) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+def delete_job(kube: Kube, ns: str, name: str) -> None:
+    """Delete a Job and its pods (a Job's REST default is to orphan them)."""
+    path = kube.resource("batch/v1", "Job").path(ns, name)
+    with contextlib.suppress(ApiError):
+        kube.request("DELETE", path, {"propagationPolicy": "Background"})
+
+
+def kueue_plane(
+    pytestconfig: pytest.Config,
+    what: str,
+    run: Run,
+    cfg: StackConfig = CFG,
+    pods_ready_timeout: str | None = "3600s",
+) -> Iterator[tuple[ControlPlane, Kueue]]:
+    """A control plane with ``run``'s plan applied and Kueue's manager running against it (for a fixture)."""
+    need_upstream()
+    bin_dir = toolchain.build(toolchain.TOOLSETS["kueue"])
+    cp = start_plane(pytestconfig, what)
+    workdir = Path(tempfile.mkdtemp(prefix="gpuaas-kueue-"))
+    manager = Kueue(cp, workdir, cfg, pods_ready_timeout)
+    try:
+        kube = cp.kube
+        install_crds(kube, kueue_crds(manager.webhook_port))
+        install_crds(kube, workload_crds())
+        apply_plan(kube, run)
+        # The plan's own proof Jobs go through their team's queue too; the scenarios count GPUs
+        # from zero, so they go (with their pods) before Kueue starts.
+        for team in cfg.teams:
+            for job in kube.list("batch/v1", "Job", team.ns, selector=QUEUE_LABEL):
+                delete_job(kube, team.ns, job["metadata"]["name"])
+            kube.wait_for(
+                f"no queued Jobs in {team.ns}",
+                lambda team=team: not kube.list("batch/v1", "Job", team.ns, selector=QUEUE_LABEL),
+            )
+        manager.start(bin_dir)
+        try:
+            kube.wait_for("the cert rotator's Secret", manager.mount_certs, timeout=60)
+            kube.wait_for("Kueue /readyz", manager.ready, timeout=180)
+            for team in cfg.teams:
+                kube.wait_for(
+                    f"ClusterQueue {team.name} active",
+                    lambda team=team: condition(kube.get(KUEUE_API, "ClusterQueue", team.name), "Active") == "True",
+                    timeout=120,
+                )
+        except (TimeoutError, RuntimeError) as e:
+            raise AssertionError(f"{e}\n--- kueue log ---\n{manager.tail()}") from e
+        yield cp, manager
+    finally:
+        manager.stop()
+        cp.stop()
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> str | None:
+    for c in (obj or {}).get("status", {}).get("conditions") or []:
+        if c["type"] == kind:
+            return str(c["status"])
+    return None
+
+
+def job(ns: str, name: str, queue: str | None, limits: dict[str, str], suspend: bool = True) -> dict[str, Any]:
+    """A one-pod batch Job as a team member writes it for Kueue (suspended; Kueue unsuspends it)."""
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if queue is not None:
+        meta["labels"] = {QUEUE_LABEL: queue}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {
+            "suspend": suspend,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi", **limits}, "limits": limits},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def admitted(kube: Kube, ns: str, prefix: str) -> list[str]:
+    """Names of the Jobs ``prefix*`` in ``ns`` that Kueue has admitted (unsuspended), sorted."""
+    return sorted(
+        j["metadata"]["name"]
+        for j in kube.list("batch/v1", "Job", ns)
+        if j["metadata"]["name"].startswith(prefix) and not j["spec"].get("suspend")
+    )
+
+
+def workload_of(kube: Kube, ns: str, job_name: str) -> dict[str, Any] | None:
+    for w in kube.list(KUEUE_API, "Workload", ns):
+        if any(o.get("name") == job_name and o.get("kind") == "Job" for o in w["metadata"].get("ownerReferences", [])):
+            return w
+    return None
+
+
+def gpu_usage(kube: Kube, team: str) -> dict[str, str]:
+    cq = kube.get(KUEUE_API, "ClusterQueue", team) or {}
+    for f in cq.get("status", {}).get("flavorsUsage") or []:
+        if f["name"] == "h100-full":
+            for r in f["resources"]:
+                if r["name"] == GPU:
+                    return {"total": str(r.get("total", "0")), "borrowed": str(r.get("borrowed", "0"))}
+    return {"total": "0", "borrowed": "0"}
