@@ -29,13 +29,12 @@ the fleet only, never on another team, so adding a team still changes nothing of
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 from typing import Final
 
-from components.model import resources
+from components.model import grammar, resources
 from components.model.capacity import group_capacity, sharing_groups, team_requests
 from components.model.config import StackConfig
 from components.model.queues import QueueAmounts
@@ -48,27 +47,19 @@ MEMORY: Final = "memory"
 
 
 # --------------------------------------------------------------------------------------------
-# Quantities (k8s.io/apimachinery pkg/api/resource: decimal SI and binary suffixes)
+# Quantities: one grammar everywhere (components/model/grammar.py, a port of apimachinery's parser)
 
+#: Re-exported: the elastic arithmetic reads quantities with the loader's own parser, so a value the
+#: config accepts (``1e3``, ``128`` unquoted, ``500u``) is never refused or misread here.
+parse_quantity: Final = grammar.parse_quantity
 
+#: Units :func:`format_quantity` writes, largest first within each family.
 _SUFFIX: Final[dict[str, Decimal]] = {
-    "": Decimal(1),
-    "m": Decimal("0.001"),
-    **{s: Decimal(10) ** (3 * (n + 1)) for n, s in enumerate("kMGTPE")},
     **{f"{s}i": Decimal(2) ** (10 * (n + 1)) for n, s in enumerate("KMGTPE")},
+    "m": Decimal("0.001"),
+    "u": Decimal("0.000001"),
+    "n": Decimal("0.000000001"),
 }
-_QUANTITY: Final = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-
-
-def parse_quantity(text: str) -> Decimal:
-    """``"500m"`` → 0.5, ``"1536Gi"`` → bytes. Raises ValueError for anything else."""
-    m = _QUANTITY.match(text.strip())
-    if not m:
-        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. 64, 500m, 512Gi)")
-    try:
-        return Decimal(m.group(1)) * _SUFFIX[m.group(2) or ""]
-    except InvalidOperation:  # pragma: no cover - the regex admits only decimals
-        raise ValueError(f"{text!r} is not a Kubernetes quantity") from None
 
 
 def format_quantity(value: Decimal, resource: str) -> str:
@@ -80,7 +71,12 @@ def format_quantity(value: Decimal, resource: str) -> str:
                 return f"{int(value / unit)}{suffix}"
     if value == value.to_integral_value():
         return str(int(value))
-    return f"{int(value * 1000)}m"
+    for suffix in ("m", "u", "n"):
+        scaled = value / _SUFFIX[suffix]
+        if scaled == scaled.to_integral_value():
+            return f"{int(scaled)}{suffix}"
+    # Below a nano: up, as Kubernetes rounds a quantity (a ceiling must not refuse what Kueue admits).
+    return f"{int((value / _SUFFIX['n']).to_integral_value(rounding=ROUND_CEILING))}n"
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,9 +11,11 @@ from pydantic import (
 from components.model.base import Model
 from components.model.types import (
     DnsLabel,
-    DnsSubdomain,
     NonNegativeInt,
     PositiveInt,
+    PriorityClassName,
+    Quantity,
+    UserPriority,
 )
 
 
@@ -30,8 +32,8 @@ class QueueAmounts(Model):
     gpus: NonNegativeInt | None = None
     mig: dict[str, NonNegativeInt] = Field(default_factory=dict)
     time_sliced_gpus: NonNegativeInt | None = None
-    cpu: str | None = None
-    memory: str | None = None
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
 
 
 class TeamQueue(Model):
@@ -63,8 +65,8 @@ class KueuePreemption(Model):
 class WorkloadPriorityClass(Model):
     """A Kueue WorkloadPriorityClass; workloads pick it with ``kueue.x-k8s.io/priority-class``."""
 
-    name: DnsSubdomain
-    value: int
+    name: PriorityClassName
+    value: UserPriority
     description: str = ""
 
 
