@@ -37,6 +37,7 @@ from typing import Final
 from components.model import grammar, resources
 from components.model.capacity import group_capacity, sharing_groups, team_requests
 from components.model.config import StackConfig
+from components.model.memo import per_config, per_config_copied
 from components.model.queues import QueueAmounts
 from components.model.teams import AksPartition, Team
 
@@ -97,6 +98,7 @@ def gpu_kind(resource: str) -> bool:
     return resource in (resources.GPU, resources.GPU_SHARED) or resource.startswith("nvidia.com/mig-")
 
 
+@per_config_copied(lambda caps: {flavor: dict(kinds) for flavor, kinds in caps.items()})
 def flavor_capacity(cfg: StackConfig) -> dict[str, dict[str, int]]:
     """GPU kinds each node group / GPU pool offers, in platform order (a flavor each)."""
     return {name: group_capacity(cfg, name, sharing, model) for _w, name, sharing, model in sharing_groups(cfg)}
@@ -126,7 +128,16 @@ def cohort(cfg: StackConfig, team: Team) -> str:
 
 
 def _index(cfg: StackConfig, team: Team) -> int:
-    return next(i for i, t in enumerate(cfg.teams) if t.name == team.name)
+    return _team_index(cfg)[team.name]
+
+
+@per_config
+def _team_index(cfg: StackConfig) -> dict[str, int]:
+    """Team name → its index in ``teams`` (names are unique: a rule), first wins as before."""
+    out: dict[str, int] = {}
+    for i, t in enumerate(cfg.teams):
+        out.setdefault(t.name, i)
+    return out
 
 
 def home_flavors(cfg: StackConfig, team: Team) -> dict[str, str | None]:
@@ -173,11 +184,26 @@ def partition_resources(cfg: StackConfig, team: Team) -> list[str]:
     return sorted(r for r in team_requests(cfg, _index(cfg, team)) if not gpu_kind(r))
 
 
+@per_config
+def _lines_of(cfg: StackConfig) -> dict[int, dict[str, dict[str, Line]]]:
+    """Each team's :func:`team_lines`, filled as asked (by the team object: a team of ``cfg.teams``)."""
+    return {}
+
+
 def team_lines(cfg: StackConfig, team: Team) -> dict[str, dict[str, Line]]:
     """flavor → resource → :class:`Line` of the team's ClusterQueue; GPU flavors first, then :data:`ANY_NODE`.
 
-    Assumes the config passed :func:`check` (quantities parse).
+    Assumes the config passed :func:`check` (quantities parse). Computed once per team and config:
+    the quotas, the queues and the summary each ask for every team's lines, some of them for every
+    other team's too (:func:`team_rows`), and a plan must stay linear in teams (issue #21, item 14).
     """
+    memo = _lines_of(cfg)
+    if id(team) not in memo:
+        memo[id(team)] = _team_lines(cfg, team)
+    return {flavor: dict(lines) for flavor, lines in memo[id(team)].items()}
+
+
+def _team_lines(cfg: StackConfig, team: Team) -> dict[str, dict[str, Line]]:
     caps = flavor_capacity(cfg)
     own = team_requests(cfg, _index(cfg, team))
     home = home_flavors(cfg, team)
@@ -257,12 +283,16 @@ def team_rows(cfg: StackConfig, team: Team) -> list[tuple[str, str, Line, Decima
     (:func:`borrowable`), at most what the other teams of its cohort lend in that flavor.
     """
     ceiling = borrowable(cfg, team)
-    lent: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    for other in cfg.teams:
-        if other.name != team.name and cohort(cfg, other) == cohort(cfg, team):
-            for flavor, lines in team_lines(cfg, other).items():
-                for res, line in lines.items():
-                    lent[(flavor, res)] += lendable(line)
+    # What the others of its cohort lend: the cohort's total less its own, each team's lines once,
+    # not every other team's per team (quadratic in teams; issue #21, item 14). Decimal is exact.
+    total = _cohort_lendable(cfg)
+    mine = cohort(cfg, team)
+    own = team_lines(cfg, team)
+    lent = {
+        (flavor, res): total.get((mine, flavor, res), Decimal(0)) - _own_share(cfg, team, flavor, res)
+        for flavor, lines in own.items()
+        for res in lines
+    }
     out = []
     for flavor, lines in team_lines(cfg, team).items():
         for res, line in lines.items():
@@ -270,6 +300,45 @@ def team_rows(cfg: StackConfig, team: Team) -> list[tuple[str, str, Line, Decima
             if line.nominal or can:
                 out.append((flavor, res, line, can))
     return out
+
+
+@per_config
+def _cohort_lendable(cfg: StackConfig) -> dict[tuple[str, str, str], Decimal]:
+    """(cohort, flavor, resource) → what its teams lend there together."""
+    acc: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
+    for t in cfg.teams:
+        for flavor, lines in team_lines(cfg, t).items():
+            for res, line in lines.items():
+                acc[(cohort(cfg, t), flavor, res)] += lendable(line)
+    return dict(acc)
+
+
+def _own_share(cfg: StackConfig, team: Team, flavor: str, res: str) -> Decimal:
+    """What ``team`` and every team of the same name lends in ``flavor`` (``team_rows`` left out all of them)."""
+    return sum(
+        (
+            lendable(line)
+            for t in _same_name(cfg, team.name)
+            if cohort(cfg, t) == cohort(cfg, team)
+            for f, lines in team_lines(cfg, t).items()
+            if f == flavor
+            for r, line in lines.items()
+            if r == res
+        ),
+        Decimal(0),
+    )
+
+
+@per_config
+def _teams_by_name(cfg: StackConfig) -> dict[str, list[Team]]:
+    out: dict[str, list[Team]] = defaultdict(list)
+    for t in cfg.teams:
+        out[t.name].append(t)
+    return dict(out)
+
+
+def _same_name(cfg: StackConfig, name: str) -> list[Team]:
+    return _teams_by_name(cfg).get(name, [])
 
 
 def cohort_totals(cfg: StackConfig) -> dict[tuple[str, str, str], tuple[str, Decimal, Decimal]]:
