@@ -183,6 +183,7 @@ def test_allocation_mode_all_is_refused(dra_cluster: DraCluster) -> None:
     obj["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"] = "All"
     err = refusal(dra_cluster.kube, obj)
     assert "allocationMode All is not allowed in team namespaces" in err.message, err.message
+    assert f"ValidatingAdmissionPolicy '{dra_tenancy.CLAIMS_POLICY}'" in err.message, err.message
 
 
 def test_another_team_cannot_claim_in_this_namespace(dra_cluster: DraCluster) -> None:

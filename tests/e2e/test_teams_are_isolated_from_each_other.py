@@ -23,7 +23,7 @@ from components.model.resources import GPU, GPU_SHARED, mig_resource, sriov_reso
 from components.model.teams import Team
 from components.queueing.admission import QUEUE_LABEL
 from components.queueing.queues import local_queue_name
-from components.tenancy.network_admission import NETWORKS_ANNOTATION, NETWORKS_IMMUTABLE_POLICY
+from components.tenancy.network_admission import NETWORKS_ANNOTATION, NETWORKS_IMMUTABLE_POLICY, NETWORKS_POLICY
 from components.tenancy.networks import nad_name
 from components.tenancy.teams import NO_CRITICAL_QUOTA, SYSTEM_PRIORITY_CLASSES
 from e2e.kube import ApiError, Identity, Kube
@@ -152,6 +152,7 @@ def test_a_pod_in_a_naming_bs_nad_is_refused_in_every_form(kube: Kube, a: str, b
     for form in _foreign_network_forms(a, TEAMS[b]):
         err = refused(kube, pod(a, "x", networks=form), member(TEAMS[a]))
         assert err.status == 403 and OWN_NAD_ONLY in err.message, (form, err)
+        assert f"ValidatingAdmissionPolicy '{NETWORKS_POLICY}'" in err.message, (form, err)
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS)
@@ -181,6 +182,7 @@ def test_a_guid_through_cni_args_is_refused(kube: Kube, a: str) -> None:
     ):
         err = refused(kube, pod(a, "x", networks=form), member(team))
         assert err.status == 403 and "may not set cni-args" in err.message, (form, err)
+        assert f"ValidatingAdmissionPolicy '{NETWORKS_POLICY}'" in err.message, (form, err)
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS[:: max(1, len(PAIRS) // 6)])
