@@ -5,19 +5,21 @@ BIN    := $(VENV)/bin
 STACK  ?= onprem
 BASE   ?= HEAD
 
-# Values given on the command line (STACK, BASE, PREVIOUS, DIFF_OUT, FIRST_RUN, UPSTREAM, KUBERNETES) are
-# taken as literal text (`$(value ...)`: make itself expands nothing in them, not even
-# `$(shell ...)`), reach the recipes as environment variables, never as recipe text: `make plan
-# STACK='x; touch y'` is a stack name (which the tool refuses), not a command. Recipes quote them
-# ("$$STACK"), put `--` before operands and `--opt="$$VALUE"` for options, and the tools check
-# each value in Python (components/plan: stack names; plandiff: `git rev-parse --verify`).
+# Values given on the command line (STACK, STACK_FILE, BASE, PREVIOUS, DIFF_OUT, FIRST_RUN,
+# UPSTREAM, KUBERNETES) are taken as literal text (`$(value ...)`: make itself expands nothing in
+# them, not even `$(shell ...)`), reach the recipes as environment variables, never as recipe
+# text: `make plan STACK='x; touch y'` is a stack name (which the tool refuses), not a command.
+# Recipes quote them ("$$STACK"), put `--` before operands and `--opt="$$VALUE"` for options, and
+# the tools check each value in Python (components/plan: stack names; plandiff: `git rev-parse
+# --verify`).
 override STACK    := $(value STACK)
 override BASE     := $(value BASE)
+override STACK_FILE := $(value STACK_FILE)
 override PREVIOUS := $(value PREVIOUS)
 override DIFF_OUT := $(value DIFF_OUT)
 override FIRST_RUN := $(value FIRST_RUN)
 override UPSTREAM := $(value UPSTREAM)
-export STACK BASE PREVIOUS DIFF_OUT FIRST_RUN
+export STACK STACK_FILE BASE PREVIOUS DIFF_OUT FIRST_RUN
 
 # The upstream fixtures folder the tests read (e2e/upstream.py): GPUAAS_UPSTREAM, default
 # ../shared/upstream; `make test UPSTREAM=path` sets it. Without the folder `make unit` and
@@ -81,8 +83,10 @@ policy/venv/.installed: policy/requirements.txt
 ## plan: offline plan of STACK (default onprem) into plan/STACK — no cloud, cluster or credentials.
 ## PREVIOUS=path/outputs.yaml: an earlier plan's outputs stand for the stack's last run (day-2 guards);
 ## only that stack's outputs are taken, and a missing file only with FIRST_RUN=1 (the stack never ran).
+## STACK_FILE=candidate.yaml: plan that config instead of Pulumi.STACK.yaml, into plan/variants/candidate/.
 plan: $(VENV)/.runtime
-	$(BIN)/python -m components.plan $${PREVIOUS:+--previous="$$PREVIOUS"} $${FIRST_RUN:+--first-run} -- "$$STACK"
+	$(BIN)/python -m components.plan $${STACK_FILE:+--stack-file="$$STACK_FILE"} \
+		$${PREVIOUS:+--previous="$$PREVIOUS"} $${FIRST_RUN:+--first-run} -- "$$STACK"
 
 ## plans: offline plans of every checked-in stack.
 plans: $(VENV)/.runtime

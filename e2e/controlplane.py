@@ -39,6 +39,7 @@ import contextlib
 import ctypes
 import dataclasses
 import os
+import random
 import shutil
 import signal
 import socket
@@ -113,10 +114,42 @@ def kwok_node(
     }
 
 
+#: Ports this process has handed out: never one twice (a probed port is free again the moment its
+#: probe socket closes, so two calls of ``bind(0)`` could return one port to two servers).
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    """The low end of the kernel's ephemeral range (``net.ipv4.ip_local_port_range``, 32768 by default)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback TCP port no server of this process was given, below the ephemeral range.
+
+    ``bind(("127.0.0.1", 0))`` picks from the ephemeral range, where the kernel also takes the
+    source port of every outgoing connection (etcd's clients, the API server's watches): between
+    this probe and the server's own bind, such a connection could take the port. Below that range
+    only explicit binds take ports, so the probe stays true; picked at random, parallel test
+    sessions rarely meet, and the probe refuses one that is taken.
+    """
+    low = max(_ephemeral_low(), 10000)
+    rng = random.SystemRandom()
+    for _ in range(2000):
+        port = rng.randrange(max(1024, low - 10000), low)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise OSError("no free loopback port below the ephemeral range")
 
 
 def _die_with_parent() -> None:

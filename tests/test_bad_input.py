@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components.loader import parse_config, parse_stack, read_stack_file
+from components.model import elastic
 from components.model.errors import ConfigError, Issue
 from components.model.types import DnsLabel
-from components.plan.offline import stack_config
+from components.plan.offline import run_program, stack_config
 from tests.conftest import ROOT, qualified, raw_stack
 from tests.rules.test_config_rules import Edit, _issues, _set
+
+
+def _both(*edits: Edit) -> Edit:
+    def edit(raw: dict[str, Any]) -> None:
+        for e in edits:
+            e(raw)
+
+    return edit
+
 
 # (id, stack, bad edit, expected path, fragment of the reason, allowed twin)
 CASES: list[tuple[str, str, Edit, str, str, Edit]] = [
@@ -279,6 +290,175 @@ CASES: list[tuple[str, str, Edit, str, str, Edit]] = [
         "verification pool namespace",
         _set("teams[1].namespace", "gpuaas-verify-team"),
     ),
+    # Issue #21, item 13: wrongly accepted values, each class with one or two examples.
+    (
+        "queues-in-kube-system",
+        "onprem",
+        _set("queues.namespace", "kube-system"),
+        "gpuaas:queues.namespace",
+        "'kube-system' is a namespace of the cluster itself",
+        _set("queues.namespace", "kueue-system"),
+    ),
+    (
+        "queues-in-kube-something",
+        "onprem",
+        _set("queues.namespace", "kube-queues"),
+        "gpuaas:queues.namespace",
+        "every kube-*",
+        _set("queues.namespace", "queues"),
+    ),
+    (
+        "queues-in-a-team",
+        "onprem",
+        _set("queues.namespace", "vision"),
+        "gpuaas:teams[0].name",
+        "namespace 'vision' is also gpuaas:queues.namespace",
+        _set("queues.namespace", "vision-queues"),
+    ),
+    (
+        "queues-in-gpu-operator",
+        "onprem",
+        _set("queues.namespace", "gpu-operator"),
+        "gpuaas:queues.namespace",
+        "is also gpuaas:gpuOperator.namespace",
+        _set("queues.namespace", "kueue-system"),
+    ),
+    (
+        "priority-above-user-range",
+        "onprem",
+        _set("queues.priorityClasses[0].value", 1_000_000_001),
+        "gpuaas:queues.priorityClasses[0].value",
+        "less than or equal to 1000000000",
+        _set("queues.priorityClasses[0].value", 1_000_000_000),
+    ),
+    (
+        "priority-below-int32",
+        "onprem",
+        _set("queues.priorityClasses[0].value", -(2**31) - 1),
+        "gpuaas:queues.priorityClasses[0].value",
+        "greater than or equal to -2147483648",
+        _set("queues.priorityClasses[0].value", -(2**31)),
+    ),
+    (
+        "priority-name-longer-than-a-label-value",
+        "onprem",
+        _set("queues.priorityClasses[0].name", "p" * 64),
+        "gpuaas:queues.priorityClasses[0].name",
+        "whose value is at most 63 characters",
+        _set("queues.priorityClasses[0].name", "p" * 63),
+    ),
+    (
+        "true-as-gpus",
+        "onprem",
+        _set("teams[0].quota.gpus", True),
+        "gpuaas:teams[0].quota.gpus",
+        "true is a boolean where a number or a name is expected (true is not 1 here)",
+        _set("teams[0].quota.gpus", 12),
+    ),
+    (
+        "true-as-vf-index",
+        "onprem",
+        _set("teams[1].partition.vfIndex", True),
+        "gpuaas:teams[1].partition.vfIndex",
+        "true is a boolean",
+        _set("teams[1].partition.vfIndex", 1),
+    ),
+    (
+        "false-as-pods",
+        "onprem",
+        _set("teams[0].quota.pods", False),
+        "gpuaas:teams[0].quota.pods",
+        "false is a boolean",
+        _set("teams[0].quota.pods", 100),
+    ),
+    (
+        "true-in-a-mig-map",
+        "onprem",
+        _set("teams[3].quota.mig", {"4g.40gb": 4, "1g.10gb": True}),
+        'gpuaas:teams[3].quota.mig["1g.10gb"]',
+        "true is a boolean",
+        _set("teams[3].quota.mig", {"4g.40gb": 4, "1g.10gb": 12}),
+    ),
+    (
+        "bidi-override",
+        "onprem",
+        _set("teams[0].groups", ["oidc:team-\u202enoisiv"]),
+        "gpuaas:teams[0].groups[0]",
+        "contains control characters (\\u202e)",
+        _set("teams[0].groups", ["oidc:team-vision"]),
+    ),
+    (
+        "zero-width-space",
+        "onprem",
+        _set("queues.priorityClasses[0].description", "batch\u200b"),
+        "gpuaas:queues.priorityClasses[0].description",
+        "contains control characters (\\u200b)",
+        _set("queues.priorityClasses[0].description", "batch"),
+    ),
+    (
+        "elastic-without-batch-job",
+        "onprem",
+        _set("queues.integrations", ["pod", "jobset.x-k8s.io/jobset"]),
+        "gpuaas:queues.integrations",
+        "leaves out batch/job while queues.elastic is true",
+        _set("queues.integrations", ["batch/job", "pod"]),
+    ),
+    (
+        "supernet-everything",
+        "onprem",
+        _both(_set("platform.fabric.ipam", "nv-ipam"), _set("platform.fabric.ipamSupernet", "0.0.0.0/0")),
+        "gpuaas:platform.fabric.ipamSupernet",
+        "overlaps 0.0.0.0/8 ('this network')",
+        _both(_set("platform.fabric.ipam", "nv-ipam"), _set("platform.fabric.ipamSupernet", "10.64.0.0/16")),
+    ),
+    (
+        "supernet-loopback",
+        "onprem",
+        _both(_set("platform.fabric.ipam", "nv-ipam"), _set("platform.fabric.ipamSupernet", "127.0.0.0/16")),
+        "gpuaas:platform.fabric.ipamSupernet",
+        "overlaps 127.0.0.0/8 (loopback)",
+        _both(_set("platform.fabric.ipam", "nv-ipam"), _set("platform.fabric.ipamSupernet", "172.16.0.0/16")),
+    ),
+    (
+        "supernet-multicast",
+        "onprem",
+        _both(_set("platform.fabric.ipam", "nv-ipam"), _set("platform.fabric.ipamSupernet", "239.1.0.0/16")),
+        "gpuaas:platform.fabric.ipamSupernet",
+        "overlaps 224.0.0.0/4 (multicast)",
+        _both(_set("platform.fabric.ipam", "nv-ipam"), _set("platform.fabric.ipamSupernet", "192.168.0.0/16")),
+    ),
+    (
+        "cni-conf-dir-dotdot",
+        "onprem",
+        _set("platform.multus.cniConfDir", "/etc/cni/../../root"),
+        "gpuaas:platform.multus.cniConfDir",
+        "has a '.' or '..' part",
+        _set("platform.multus.cniConfDir", "/var/lib/rancher/k3s/agent/etc/cni/net.d"),
+    ),
+    (
+        "kubeconfig-context-shell",
+        "onprem",
+        _set("platform.kubeconfigContext", "ctx;rm -rf /"),
+        "gpuaas:platform.kubeconfigContext",
+        "is not a kubeconfig context name",
+        _set("platform.kubeconfigContext", "arn:aws:eks:us-east-1:123456789012:cluster/prod"),
+    ),
+    (
+        "kubeconfig-context-subshell",
+        "onprem",
+        _set("platform.kubeconfigContext", "$(id)"),
+        "gpuaas:platform.kubeconfigContext",
+        "is not a kubeconfig context name",
+        _set("platform.kubeconfigContext", "kubernetes-admin@kubernetes"),
+    ),
+    (
+        "borrowing-limit-negative",
+        "onprem",
+        _set("teams[0].queue.borrowingLimit.cpu", "-8"),
+        "gpuaas:teams[0].queue.borrowingLimit.cpu",
+        "'-8' is negative",
+        _set("teams[0].queue.borrowingLimit.cpu", 128),
+    ),
 ]
 
 
@@ -472,3 +652,25 @@ def test_the_program_itself_checks_the_provider_location() -> None:
         run_program("aks", config=config)
     config["azure-native:location"] = "eastus"
     assert run_program("aks", config=config).records
+
+
+@pytest.mark.parametrize(("written", "ceiling"), [(128, "320"), ("128", "320"), ("1e2", "292"), ("100500m", "292500m")])
+def test_one_quantity_grammar_everywhere(written: Any, ceiling: str) -> None:
+    """Issue #21, item 13: ``borrowingLimit.cpu: 128`` unquoted was refused (while ``quota.cpu: 128``
+    worked), and ``1e2`` met the elastic code's own narrower parser. Now both read the loader's."""
+    raw = raw_stack("onprem")
+    raw["teams"][0]["queue"]["borrowingLimit"]["cpu"] = written
+    cfg = parse_config(raw)
+    assert elastic.quota_ceilings(cfg, cfg.teams[0])["requests.cpu"] == ceiling  # quota 192 + the limit
+
+
+def test_the_kubeconfig_context_reaches_only_the_kubernetes_provider() -> None:
+    """Issue #21, item 13: besides its grammar (no shell syntax), the context name goes nowhere a
+    shell or a file format reads: only into the Kubernetes provider's ``context`` and the summary."""
+    raw = raw_stack("onprem")
+    marker = "ctx-marker@cluster.example:6443/admin"
+    raw["platform"]["kubeconfigContext"] = marker
+    run = run_program("onprem", config=qualified(raw))
+    carriers = {r.type for r in run.records if marker in json.dumps(r.inputs)}
+    assert carriers == {"pulumi:providers:kubernetes"}
+    assert marker not in json.dumps(run.outputs)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 
 from components.loader import parse_stack
 from components.model.errors import ConfigError
+from components.plan.diff import PlanDiff, compare, read_tree
 from components.plan.offline import ROOT, stack_config
 from components.plan.reference import BEGIN, END, render
 from components.plan.writer import write_plan
@@ -30,9 +33,9 @@ def test_readme_starts_with_the_two_commands() -> None:
 
 
 def _add_a_team_snippets() -> list[dict[str, Any]]:
-    """The YAML blocks of the README's "Add a team" example, each read under ``config:``."""
+    """The YAML blocks of the README's "Add a team" examples, each read under ``config:``."""
     text = (ROOT / "README.md").read_text()
-    section = text.split("Add a team", 1)[1].split("\n**aks**", 1)[0]
+    section = text.split("**Add a team.**", 1)[1].split("\n**aks**", 1)[0]
     blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
     return [yaml.safe_load("config:\n" + b)["config"] for b in blocks]
 
@@ -46,40 +49,85 @@ def _apply(config: Any, snippet: Any) -> Any:
     return snippet
 
 
-def test_add_a_team_example_plans_on_the_checked_in_stack(tmp_path: Path) -> None:
-    team, platform = _add_a_team_snippets()
-    config = _apply(_apply(stack_config("onprem"), team), platform)
+@pytest.fixture(scope="module")
+def last_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checked-in stack's plan: its outputs stand for the stack's last run (``PREVIOUS=``)."""
+    out = tmp_path_factory.mktemp("last-run")
+    write_plan("onprem", out)
+    return out / "onprem"
+
+
+def _plan_against(last_run: Path, tmp_path: Path, config: dict[str, Any]) -> tuple[Any, PlanDiff]:
     stack_file = tmp_path / "Pulumi.onprem.yaml"
     stack_file.write_text(yaml.safe_dump({"config": config}))
-    run, summary = write_plan("onprem", tmp_path / "plan", stack_file)
-    [new] = [t for t in config["gpuaas:teams"] if t["name"] == "robotics"]
-    assert len(config["gpuaas:teams"]) == 7 and new == team["gpuaas:teams"][0]
-    quota = run.outputs["teams"]["robotics"]["quota"]
-    assert quota["requests.nvidia.com/sriov8007"] == "8"
-    # Elastic quotas are on in the checked-in stack: the 8 GPUs are the team's guarantee (its
-    # ClusterQueue's nominal quota); its ResourceQuota ceiling adds what it may borrow.
-    [queue] = [r.inputs for r in run.records if r.inputs.get("kind") == "ClusterQueue" and "robotics" in r.name]
-    nominal = {
-        res["name"]: res["nominalQuota"]
-        for group in queue["spec"]["resourceGroups"]
-        for flavor in group["flavors"]
-        for res in flavor["resources"]
-        if res["nominalQuota"] not in ("0", 0)
-    }
-    assert nominal["nvidia.com/gpu"] in ("8", 8)
-    assert int(quota["requests.nvidia.com/gpu"]) >= 8
-    assert (tmp_path / "plan" / "onprem" / "k8s" / "robotics" / "ResourceQuota-gpuaas-team-quota.yaml").is_file()
-    assert "robotics" in summary
+    run, _summary = write_plan("onprem", tmp_path / "plan", stack_file, previous=last_run / "outputs.yaml")
+    return run, compare(read_tree(last_run), read_tree(tmp_path / "plan" / "onprem"))
 
 
-def test_add_a_team_example_says_why_it_changes_the_platform() -> None:
+def test_a_team_that_fits_changes_no_other_team(last_run: Path, tmp_path: Path) -> None:
+    """The README's first example, planned against the last run (the day-2 guards on): only its own
+    objects are added, and only the summary and outputs change beside them."""
+    team, *_ = _add_a_team_snippets()
+    config = _apply(stack_config("onprem"), team)
+    _run, diff = _plan_against(last_run, tmp_path, config)
+    assert diff.changed == ["outputs.yaml", "summary.txt"] and diff.removed == []
+    assert {diff.owner[p][0] for p in diff.added} == {"robotics"}
+    kinds = sorted(p.rsplit("/", 1)[1].split("-", 1)[0] for p in diff.added)
+    assert kinds == [
+        "ClusterQueue", "LimitRange", "LocalQueue", "Namespace", "ResourceQuota", "ResourceQuota", "RoleBinding"
+    ]  # fmt: skip
+
+
+def test_a_team_with_a_partition_changes_what_the_readme_says(last_run: Path, tmp_path: Path) -> None:
+    _, team, platform = _add_a_team_snippets()
+    config = _apply(_apply(stack_config("onprem"), team), platform)
+    run, diff = _plan_against(last_run, tmp_path, config)
+    assert run.outputs["teams"]["robotics"]["quota"]["requests.nvidia.com/sriov8007"] == "8"
+    assert diff.removed == []
+    assert [p for p in diff.added if diff.owner[p][0] != "robotics"] == ["k8s/_cluster/Node-gpu-node-07.patch.yaml"]
+    quotas = {p.split("/")[1] for p in diff.changed if p.endswith("ResourceQuota-gpuaas-team-quota.yaml")}
+    assert quotas == {"language", "speech", "research", "inference"}  # the README's list; vision, platform-qa stay
+    rest = sorted(p for p in diff.changed if not p.endswith("ResourceQuota-gpuaas-team-quota.yaml"))
+    assert rest == [
+        "k8s/_cluster/NicClusterPolicy-nic-cluster-policy.yaml",
+        "k8s/nvidia-network-operator/ConfigMap-gpuaas-opensm-partitions-0.yaml",
+        "k8s/nvidia-network-operator/ConfigMap-gpuaas-opensm.yaml",
+        "k8s/nvidia-network-operator/ConfigMap-gpuaas-vf-guids-h100-full-0.yaml",
+        "k8s/nvidia-network-operator/ConfigMap-gpuaas-vf-guids-h100-mig-0.yaml",
+        "k8s/nvidia-network-operator/ConfigMap-gpuaas-vf-guids-h100-shared-0.yaml",
+        "k8s/nvidia-network-operator/ConfigMap-gpuaas-vf-pkeys.yaml",
+        "k8s/nvidia-network-operator/DaemonSet-ib-node-config.yaml",
+        "opensm/partitions.conf",
+        "outputs.yaml",
+        "summary.txt",
+    ]
+
+
+def test_the_vf_change_needs_its_acknowledgement(last_run: Path, tmp_path: Path) -> None:
+    """The README's flag, walked through: without ``fabric.reconfigure: true`` the guard refuses."""
+    _, team, platform = _add_a_team_snippets()
+    assert platform["gpuaas:platform"]["fabric"]["reconfigure"] is True
+    platform = copy.deepcopy(platform)
+    del platform["gpuaas:platform"]["fabric"]["reconfigure"]
+    with pytest.raises(pulumi.RunError, match=r"gpuaas:platform\.fabric\.vfsPerHca: changes from '6' to '7'"):
+        _plan_against(last_run, tmp_path, _apply(_apply(stack_config("onprem"), team), platform))
+
+
+def test_a_team_with_a_partition_says_why_it_changes_the_platform() -> None:
     """Without the platform snippet the checked-in stack refuses the team: the README says what to change."""
-    team, _platform = _add_a_team_snippets()
+    _, team, _platform = _add_a_team_snippets()
     with pytest.raises(ConfigError) as err:
         parse_stack(_apply(stack_config("onprem"), team))
     assert [i.path for i in err.value.issues] == ["gpuaas:teams[*].quota.gpus", "gpuaas:teams[6].partition.vfIndex"]
     text = (ROOT / "README.md").read_text()
     assert "all six VF indices" in text and "all 32 whole GPUs" in text
+
+
+def test_readme_commands_use_the_virtualenv() -> None:
+    """Item 15: a bare ``python -m components...`` is not the venv's Python on a fresh machine."""
+    text = (ROOT / "README.md").read_text()
+    bare = re.findall(r"(?<![/\w.])python3? -m components\.", text.split(BEGIN, 1)[0])
+    assert not bare, "write .venv/bin/python -m ... or a make target"
 
 
 def test_readme_error_example_is_what_the_plan_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,9 +17,10 @@ from typing import Final
 #: ``GetPKey``), so a plugin started before the VFs exist advertises empty pools, and one started
 #: before the subnet manager programmed a partition keeps that VF under its old resource. Once
 #: every planned VF exists and each team VF's ``pkeys/0`` reads its team's full-member key
-#: (:func:`pkey_table`), the script restarts every device-plugin process of its node that started
-#: before that moment: SIGTERM, which the plugin answers by stopping its servers and exiting
-#: (``signal.Notify(... SIGTERM ...)``), and the kubelet starts the container again
+#: (:func:`pkey_table`), the script restarts every device-plugin process of its node that was running
+#: at that moment, each named by its pid and start time (never "started at or before", which a
+#: 10 ms clock tick cannot tell apart from "just after"): SIGTERM, which the plugin answers by
+#: stopping its servers and exiting (``signal.Notify(... SIGTERM ...)``), and the kubelet starts the container again
 #: (``restartPolicy: Always``), which rediscovers. The pod runs in the host PID namespace, so it
 #: sees its node's processes and no other node's: no API access, no RBAC. A state that changes
 #: again (VFs recreated, a partition moved) is waited for and restarts the plugin once more. The
@@ -120,24 +121,31 @@ observe() {
     done
   done < "$plan"
 }
-boot_ticks() {
-  local up hz
-  read -r up _ < "$proc/uptime"
-  hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
-  echo $(( ${up%.*} * hz + 10#${up#*.} * hz / 100 ))
-}
-# Restart every device-plugin process of this node that started at or before $settled_at.
-restart_stale_plugins() {
-  local p comm stat fields
+# The device-plugin processes of this node, each as pid:starttime (/proc/<pid>/stat field 22, clock
+# ticks since boot): a pid with its start time names one process, never a later one reusing the pid.
+plugin_processes() {
+  local p comm stat fields out=""
   for p in "$proc"/[0-9]*; do
     { read -r comm < "$p/comm"; } 2>/dev/null || continue
     [ "$comm" = "$plugin" ] || continue
     { read -r stat < "$p/stat"; } 2>/dev/null || continue
     read -r -a fields <<< "${stat##*) }"
-    if [ "${fields[19]}" -le "$settled_at" ]; then
-      echo "restarting the SR-IOV device plugin (pid ${p##*/}): it discovered the VFs before they were final"
-      kill -TERM "${p##*/}" 2>/dev/null || true
-    fi
+    out+=" ${p##*/}:${fields[19]}"
+  done
+  echo "${out# }"
+}
+# Restart exactly the device-plugin processes that were running when the VFs became final ($stale):
+# they discovered them before that. Matched by identity (pid and start time), never by comparing
+# times: a plugin the kubelet started again within the same 10 ms clock tick is a new process.
+restart_stale_plugins() {
+  local id
+  for id in $(plugin_processes); do
+    case " $stale " in
+      *" $id "*)
+        echo "restarting the SR-IOV device plugin (pid ${id%%:*}): it discovered the VFs before they were final"
+        kill -TERM "${id%%:*}" 2>/dev/null || true
+        ;;
+    esac
   done
 }
 sync_device_plugin() {
@@ -154,18 +162,18 @@ sync_device_plugin() {
   waiting=""
   if [ "$observed" != "$settled" ]; then
     settled="$observed"
-    settled_at=$(boot_ticks)
+    stale=$(plugin_processes)
     mkdir -p "$(dirname "$state_file")"
-    printf '%s\n%s' "$settled_at" "$settled" > "$state_file.tmp" && mv -f "$state_file.tmp" "$state_file"
+    printf '%s\n%s' "$stale" "$settled" > "$state_file.tmp" && mv -f "$state_file.tmp" "$state_file"
     echo "VFs of $NODE_NAME final: every team VF carries its partition's key at pkeys/0"
   fi
   restart_stale_plugins
 }
 applied=""
 settled=""
-settled_at=0
+stale=""
 waiting="-"
-if [ -f "$state_file" ]; then { read -r settled_at; settled=$(cat)$'\n'; } < "$state_file"; fi
+if [ -f "$state_file" ]; then { read -r stale || true; settled=$(cat)$'\n'; } < "$state_file"; fi
 while true; do
   if [ -f "$plan" ]; then
     sum=$(cksum < "$plan")

@@ -15,6 +15,7 @@ from collections import defaultdict
 from components.model import resources
 from components.model.catalog import GPU_MODELS, ND_SKUS
 from components.model.config import StackConfig
+from components.model.memo import per_config_copied
 from components.model.mig import parse_layout
 from components.model.platform import OnPremPlatform
 from components.model.sharing import GpuSharing
@@ -67,6 +68,7 @@ def device_plugin_config_name(group: str) -> str:
     return group
 
 
+@per_config_copied(dict)
 def node_counts(cfg: StackConfig) -> dict[str, int]:
     """Nodes per node group (on-prem) or maximum nodes per GPU pool (AKS)."""
     p = cfg.platform

@@ -29,15 +29,15 @@ the fleet only, never on another team, so adding a team still changes nothing of
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 from typing import Final
 
-from components.model import resources
+from components.model import grammar, resources
 from components.model.capacity import group_capacity, sharing_groups, team_requests
 from components.model.config import StackConfig
+from components.model.memo import per_config, per_config_copied
 from components.model.queues import QueueAmounts
 from components.model.teams import AksPartition, Team
 
@@ -48,27 +48,19 @@ MEMORY: Final = "memory"
 
 
 # --------------------------------------------------------------------------------------------
-# Quantities (k8s.io/apimachinery pkg/api/resource: decimal SI and binary suffixes)
+# Quantities: one grammar everywhere (components/model/grammar.py, a port of apimachinery's parser)
 
+#: Re-exported: the elastic arithmetic reads quantities with the loader's own parser, so a value the
+#: config accepts (``1e3``, ``128`` unquoted, ``500u``) is never refused or misread here.
+parse_quantity: Final = grammar.parse_quantity
 
+#: Units :func:`format_quantity` writes, largest first within each family.
 _SUFFIX: Final[dict[str, Decimal]] = {
-    "": Decimal(1),
-    "m": Decimal("0.001"),
-    **{s: Decimal(10) ** (3 * (n + 1)) for n, s in enumerate("kMGTPE")},
     **{f"{s}i": Decimal(2) ** (10 * (n + 1)) for n, s in enumerate("KMGTPE")},
+    "m": Decimal("0.001"),
+    "u": Decimal("0.000001"),
+    "n": Decimal("0.000000001"),
 }
-_QUANTITY: Final = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-
-
-def parse_quantity(text: str) -> Decimal:
-    """``"500m"`` → 0.5, ``"1536Gi"`` → bytes. Raises ValueError for anything else."""
-    m = _QUANTITY.match(text.strip())
-    if not m:
-        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. 64, 500m, 512Gi)")
-    try:
-        return Decimal(m.group(1)) * _SUFFIX[m.group(2) or ""]
-    except InvalidOperation:  # pragma: no cover - the regex admits only decimals
-        raise ValueError(f"{text!r} is not a Kubernetes quantity") from None
 
 
 def format_quantity(value: Decimal, resource: str) -> str:
@@ -80,7 +72,12 @@ def format_quantity(value: Decimal, resource: str) -> str:
                 return f"{int(value / unit)}{suffix}"
     if value == value.to_integral_value():
         return str(int(value))
-    return f"{int(value * 1000)}m"
+    for suffix in ("m", "u", "n"):
+        scaled = value / _SUFFIX[suffix]
+        if scaled == scaled.to_integral_value():
+            return f"{int(scaled)}{suffix}"
+    # Below a nano: up, as Kubernetes rounds a quantity (a ceiling must not refuse what Kueue admits).
+    return f"{int((value / _SUFFIX['n']).to_integral_value(rounding=ROUND_CEILING))}n"
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,6 +98,7 @@ def gpu_kind(resource: str) -> bool:
     return resource in (resources.GPU, resources.GPU_SHARED) or resource.startswith("nvidia.com/mig-")
 
 
+@per_config_copied(lambda caps: {flavor: dict(kinds) for flavor, kinds in caps.items()})
 def flavor_capacity(cfg: StackConfig) -> dict[str, dict[str, int]]:
     """GPU kinds each node group / GPU pool offers, in platform order (a flavor each)."""
     return {name: group_capacity(cfg, name, sharing, model) for _w, name, sharing, model in sharing_groups(cfg)}
@@ -138,7 +136,16 @@ def cohort(cfg: StackConfig, team: Team) -> str:
 
 
 def _index(cfg: StackConfig, team: Team) -> int:
-    return next(i for i, t in enumerate(cfg.teams) if t.name == team.name)
+    return _team_index(cfg)[team.name]
+
+
+@per_config
+def _team_index(cfg: StackConfig) -> dict[str, int]:
+    """Team name → its index in ``teams`` (names are unique: a rule), first wins as before."""
+    out: dict[str, int] = {}
+    for i, t in enumerate(cfg.teams):
+        out.setdefault(t.name, i)
+    return out
 
 
 def home_flavors(cfg: StackConfig, team: Team) -> dict[str, str | None]:
@@ -185,11 +192,26 @@ def partition_resources(cfg: StackConfig, team: Team) -> list[str]:
     return sorted(r for r in team_requests(cfg, _index(cfg, team)) if not gpu_kind(r))
 
 
+@per_config
+def _lines_of(cfg: StackConfig) -> dict[int, dict[str, dict[str, Line]]]:
+    """Each team's :func:`team_lines`, filled as asked (by the team object: a team of ``cfg.teams``)."""
+    return {}
+
+
 def team_lines(cfg: StackConfig, team: Team) -> dict[str, dict[str, Line]]:
     """flavor → resource → :class:`Line` of the team's ClusterQueue; GPU flavors first, then :data:`ANY_NODE`.
 
-    Assumes the config passed :func:`check` (quantities parse).
+    Assumes the config passed :func:`check` (quantities parse). Computed once per team and config:
+    the quotas, the queues and the summary each ask for every team's lines, some of them for every
+    other team's too (:func:`team_rows`), and a plan must stay linear in teams (issue #21, item 14).
     """
+    memo = _lines_of(cfg)
+    if id(team) not in memo:
+        memo[id(team)] = _team_lines(cfg, team)
+    return {flavor: dict(lines) for flavor, lines in memo[id(team)].items()}
+
+
+def _team_lines(cfg: StackConfig, team: Team) -> dict[str, dict[str, Line]]:
     caps = flavor_capacity(cfg)
     own = team_requests(cfg, _index(cfg, team))
     home = home_flavors(cfg, team)
@@ -269,12 +291,16 @@ def team_rows(cfg: StackConfig, team: Team) -> list[tuple[str, str, Line, Decima
     (:func:`borrowable`), at most what the other teams of its cohort lend in that flavor.
     """
     ceiling = borrowable(cfg, team)
-    lent: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    for other in cfg.teams:
-        if other.name != team.name and cohort(cfg, other) == cohort(cfg, team):
-            for flavor, lines in team_lines(cfg, other).items():
-                for res, line in lines.items():
-                    lent[(flavor, res)] += lendable(line)
+    # What the others of its cohort lend: the cohort's total less its own, each team's lines once,
+    # not every other team's per team (quadratic in teams; issue #21, item 14). Decimal is exact.
+    total = _cohort_lendable(cfg)
+    mine = cohort(cfg, team)
+    own = team_lines(cfg, team)
+    lent = {
+        (flavor, res): total.get((mine, flavor, res), Decimal(0)) - _own_share(cfg, team, flavor, res)
+        for flavor, lines in own.items()
+        for res in lines
+    }
     out = []
     for flavor, lines in team_lines(cfg, team).items():
         for res, line in lines.items():
@@ -282,6 +308,45 @@ def team_rows(cfg: StackConfig, team: Team) -> list[tuple[str, str, Line, Decima
             if line.nominal or can:
                 out.append((flavor, res, line, can))
     return out
+
+
+@per_config
+def _cohort_lendable(cfg: StackConfig) -> dict[tuple[str, str, str], Decimal]:
+    """(cohort, flavor, resource) → what its teams lend there together."""
+    acc: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
+    for t in cfg.teams:
+        for flavor, lines in team_lines(cfg, t).items():
+            for res, line in lines.items():
+                acc[(cohort(cfg, t), flavor, res)] += lendable(line)
+    return dict(acc)
+
+
+def _own_share(cfg: StackConfig, team: Team, flavor: str, res: str) -> Decimal:
+    """What ``team`` and every team of the same name lends in ``flavor`` (``team_rows`` left out all of them)."""
+    return sum(
+        (
+            lendable(line)
+            for t in _same_name(cfg, team.name)
+            if cohort(cfg, t) == cohort(cfg, team)
+            for f, lines in team_lines(cfg, t).items()
+            if f == flavor
+            for r, line in lines.items()
+            if r == res
+        ),
+        Decimal(0),
+    )
+
+
+@per_config
+def _teams_by_name(cfg: StackConfig) -> dict[str, list[Team]]:
+    out: dict[str, list[Team]] = defaultdict(list)
+    for t in cfg.teams:
+        out[t.name].append(t)
+    return dict(out)
+
+
+def _same_name(cfg: StackConfig, name: str) -> list[Team]:
+    return _teams_by_name(cfg).get(name, [])
 
 
 def cohort_totals(cfg: StackConfig) -> dict[tuple[str, str, str], tuple[str, Decimal, Decimal]]:

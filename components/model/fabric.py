@@ -13,6 +13,7 @@ from components.model.types import (
     DnsLabel,
     DnsSubdomain,
     Guid,
+    HostPath,
     PKey,
     PositiveInt,
     RoutingEngine,
@@ -107,6 +108,6 @@ class Multus(Model):
     cluster_network: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=253)]
     #: The container runtime's CNI conf directory on every node (k3s/RKE2 use their own): the
     #: primary CNI's conf is there, and the Network Operator writes Multus' conf there.
-    cni_conf_dir: Annotated[str, Field(pattern=r"^(/[A-Za-z0-9_.-]+)+/?$")] = "/etc/cni/net.d"
+    cni_conf_dir: HostPath = "/etc/cni/net.d"
     #: A file whose existence means the primary CNI is ready (Multus waits for it); ``None``: no wait.
-    readiness_indicator_file: Annotated[str, Field(pattern=r"^(/[A-Za-z0-9_.-]+)+$")] | None = None
+    readiness_indicator_file: HostPath | None = None

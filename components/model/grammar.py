@@ -24,14 +24,18 @@ from components.model.errors import Issue, path
 
 
 def control_characters(text: str) -> list[str]:
-    """The control and line-separator characters in ``text``, as escapes (``\\n``, ``\\x1b``, ``\\u2028``).
+    """The control, line-separator and invisible formatting characters in ``text``, as escapes
+    (``\\n``, ``\\x1b``, ``\\u2028``, ``\\u202e``).
 
     Unicode categories Cc (C0, DEL, C1), Zl and Zp: newlines end a line of partitions.conf, the
-    GUID plan or a shell word; the others reach terminals and logs unescaped.
+    GUID plan or a shell word; the others reach terminals and logs unescaped. And Cf, the
+    invisible formatting characters: bidi overrides and isolates (U+202A..U+202E, U+2066..U+2069)
+    and zero-width ones (U+200B..U+200D, U+2060, U+FEFF) make a value read as another in review
+    ("Trojan Source", CVE-2021-42574): ``vision\\u200b`` looks like ``vision`` and is not.
     """
     found = []
     for ch in text:
-        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
             esc = repr(ch)[1:-1]
             if esc not in found:
                 found.append(esc)
@@ -45,6 +49,36 @@ def check_line_text(value: str) -> str:
     bad = control_characters(value)
     if bad:
         raise ValueError(f"{value!r} contains control characters ({', '.join(bad)}); one line of printable text only")
+    return value
+
+
+#: Kubeconfig context names as clusters' tools write them: ``onprem-admin``, ``kubernetes-admin@kubernetes``,
+#: EKS ``arn:aws:eks:us-east-1:123456789012:cluster/prod``, GKE ``gke_proj_us-central1-a_prod``,
+#: OpenShift ``default/api-example-com:6443/kube:admin``. Nothing a shell reads as syntax.
+_CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:/+=,-]{0,252}$")
+
+
+def check_kubeconfig_context(value: str) -> str:
+    """A kubeconfig context name: it only selects a context of the kubeconfig (the Kubernetes
+    provider's ``context``) and is shown in the plan's summary; never shell syntax, refused if it
+    looks like some (``ctx;rm -rf /``) rather than trusted never to reach a shell."""
+    check_line_text(value)
+    if not _CONTEXT.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a kubeconfig context name (1-253 letters, digits and . _ @ : / + = , -, starting "
+            "with a letter or digit; no spaces, quotes or shell characters)"
+        )
+    return value
+
+
+def check_host_path(value: str) -> str:
+    """An absolute path on the nodes (a hostPath, a file Multus waits for): no ``.`` or ``..`` part,
+    which would lead a hostPath volume or the Multus config out of the directory named."""
+    if not re.fullmatch(r"(/[A-Za-z0-9_.-]+)+/?", value):
+        raise ValueError(f"{value!r} is not an absolute path (/ then letters, digits, '_', '.', '-' per part)")
+    parts = [p for p in value.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise ValueError(f"{value!r} has a '.' or '..' part; name the directory itself (e.g. /etc/cni/net.d)")
     return value
 
 

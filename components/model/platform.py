@@ -24,10 +24,10 @@ from components.model.types import (
     DnsLabel,
     DnsSubdomain,
     HcaName,
+    KubeconfigContext,
     KubernetesVersion,
     LabelKey,
     LabelValue,
-    LineText,
     NonNegativeInt,
     PositiveInt,
     Taint,
@@ -71,7 +71,7 @@ class OnPremPlatform(Model):
 
     kind: Literal["onprem"]
     #: kubeconfig context to deploy to; ``None`` uses the ambient kubeconfig's current context.
-    kubeconfig_context: LineText | None = None
+    kubeconfig_context: KubeconfigContext | None = None
     #: The cluster's Kubernetes version (``kubectl version``, e.g. ``1.34.4``), declared because
     #: gpuaas does not create this cluster. Required with ``gpuOperator.resourceModel: dra`` (1.34+).
     kubernetes_version: str | None = None

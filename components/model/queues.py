@@ -9,10 +9,12 @@ from pydantic import Field
 from components.model.base import Model
 from components.model.types import (
     DnsLabel,
-    DnsSubdomain,
     NonNegativeInt,
     PositiveInt,
+    PriorityClassName,
+    Quantity,
     ServiceAccountRef,
+    UserPriority,
 )
 
 
@@ -29,8 +31,8 @@ class QueueAmounts(Model):
     gpus: NonNegativeInt | None = None
     mig: dict[str, NonNegativeInt] = Field(default_factory=dict)
     time_sliced_gpus: NonNegativeInt | None = None
-    cpu: str | None = None
-    memory: str | None = None
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
 
 
 class TeamQueue(Model):
@@ -62,8 +64,8 @@ class KueuePreemption(Model):
 class WorkloadPriorityClass(Model):
     """A Kueue WorkloadPriorityClass; workloads pick it with ``kueue.x-k8s.io/priority-class``."""
 
-    name: DnsSubdomain
-    value: int
+    name: PriorityClassName
+    value: UserPriority
     description: str = ""
 
 

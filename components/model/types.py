@@ -191,5 +191,25 @@ AzureVmSize = Annotated[str, AfterValidator(azure_grammar.check_vm_size)]
 KubernetesVersion = Annotated[str, AfterValidator(azure_grammar.check_kubernetes_version)]
 HcaName = Annotated[str, AfterValidator(grammar.check_hca)]
 RoutingEngine = Annotated[str, AfterValidator(grammar.check_routing_engine)]
-#: One non-empty line of printable text (group names, kubeconfig contexts).
+#: One non-empty line of printable text (group names).
 LineText = Annotated[str, AfterValidator(grammar.check_line_text)]
+KubeconfigContext = Annotated[str, AfterValidator(grammar.check_kubeconfig_context)]
+#: An absolute path on the nodes, without '.' or '..' parts.
+HostPath = Annotated[str, AfterValidator(grammar.check_host_path)]
+
+
+def _priority_class_name(value: str) -> str:
+    _dns_subdomain(value)
+    if len(value) > 63:
+        raise ValueError(
+            f"{value!r} is {len(value)} characters: workloads name their priority class in the label "
+            "kueue.x-k8s.io/priority-class, whose value is at most 63 characters"
+        )
+    return value
+
+
+#: A Kueue WorkloadPriorityClass name: a DNS subdomain that is also a label value (at most 63).
+PriorityClassName = Annotated[str, AfterValidator(_priority_class_name)]
+#: A user priority: Kubernetes keeps values above 10^9 for system classes (HighestUserDefinablePriority);
+#: Kueue stores the value as int32.
+UserPriority = Annotated[int, Field(ge=-(2**31), le=1_000_000_000)]

@@ -25,6 +25,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from components.model.errors import Issue, path
+
 #: ConfigMap/Secret payload limit (kubernetes ``MaxSecretSize``).
 MAX_PAYLOAD_BYTES: Final = 1024 * 1024
 #: Annotations of one object, keys and values together (apimachinery ``TotalAnnotationSizeLimitB``).
@@ -72,3 +74,65 @@ def size_problems(manifest: Mapping[str, Any]) -> list[str]:
     if whole > MAX_OBJECT_BYTES:
         problems.append(f"the object is {whole} bytes; etcd accepts at most {MAX_OBJECT_BYTES} (1.5 MiB) per write")
     return problems
+
+
+def _strings(value: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every string of a config (keys fully qualified) with where it is, longest first."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    stack: list[tuple[tuple[str | int, ...], Any]] = [(loc, value)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, str):
+            found.append((where, node))
+        elif isinstance(node, Mapping):
+            stack.extend(((*where, str(k)), v) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend(((*where, i), v) for i, v in enumerate(node))
+    return sorted(found, key=lambda item: -len(item[1]))
+
+
+#: A config string shorter than this is not named as the cause of an object's size.
+_CAUSE_BYTES: Final = 1024
+
+
+def object_size_issues(manifests: list[Mapping[str, Any]], config: Mapping[str, Any]) -> list[Issue]:
+    """The plan's objects over an API size limit, each named by the config keys that make it big.
+
+    Checked in every plan (not only at scale in the benchmark): a description or a group name long
+    enough would pass the config's grammar and be refused by etcd mid-``pulumi up``. The key named
+    is each long config string the object carries (at least :data:`_CAUSE_BYTES`), largest first;
+    an object grown by the number of teams or nodes is named as itself.
+    """
+    issues: list[Issue] = []
+    long_strings: list[tuple[str, str]] | None = None
+    for manifest in manifests:
+        problems = size_problems(manifest)
+        if not problems:
+            continue
+        meta = manifest.get("metadata") or {}
+        ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        what = f"{manifest.get('kind')} {ns + '/' if ns else ''}{name}"
+        if long_strings is None:
+            long_strings = [
+                (_config_path(loc), text)
+                for loc, text in _strings(dict(config), ())
+                if len(text.encode()) >= _CAUSE_BYTES
+            ]
+        text = json.dumps(manifest, separators=(",", ":"), default=str)
+        causes = [(key, value) for key, value in long_strings if json.dumps(value)[1:-1] in text][:3]
+        for problem in problems:
+            if causes:
+                for key, value in causes:
+                    issues.append(Issue(key, f"{len(value.encode())} bytes make {what} too big: {problem}"))
+            else:
+                issues.append(Issue(f"plan: {what}", f"{problem} (it grows with the fleet or the teams: split it)"))
+    return sorted(set(issues))
+
+
+def _config_path(loc: tuple[str | int, ...]) -> str:
+    """``("gpuaas:teams", 0, "groups", 1)`` → ``gpuaas:teams[0].groups[1]``."""
+    first = str(loc[0]) if loc else ""
+    if first.startswith("gpuaas:"):
+        return path((first.removeprefix("gpuaas:"), *loc[1:]))
+    return first + path(loc[1:]).removeprefix("gpuaas:")

@@ -67,6 +67,9 @@ _NAMED = {
     "check_hca": "HCA name",
     "check_routing_engine": "routing engines",
     "check_line_text": "text line",
+    "check_kubeconfig_context": "kubeconfig context",
+    "check_host_path": "host path",
+    "_priority_class_name": "priority-class name (at most 63)",
 }
 
 

@@ -29,6 +29,7 @@ import yaml
 from components.loader import parse_stack, render_located
 from components.model.errors import ConfigError, Issue
 from components.model.grammar import stack_name_problem
+from components.plan.api_limits import object_size_issues
 from components.plan.index import INDEX, plan_index, resource_counts
 from components.plan.offline import ROOT, Record, Run, gc_paused, run_program, stack_config
 from components.plan.offline import stack_file as own_file
@@ -206,6 +207,10 @@ def plan_files(run: Run) -> dict[str, str]:
     return files
 
 
+def _is_object(record: Record) -> bool:
+    return record.custom and record.type.startswith("kubernetes:") and record.type != HELM_RELEASE
+
+
 def _stamp_last(outputs: dict[str, Any]) -> dict[str, Any]:
     """The stack name and outputs format as the file's last lines: a file cut short has lost them."""
     stamp = [k for k in (STACK_KEY, FORMAT_KEY) if k in outputs]
@@ -236,6 +241,9 @@ def write_plan(
     with gc_paused():  # rendering walks every record too: no full collections over the run's heap
         run = run_program(stack, config=config, previous=last)
         files = plan_files(run)
+        too_big = object_size_issues([manifest(r) for r in run.records if _is_object(r)], config)
+        if too_big:  # refused by the API server mid-`pulumi up`: refused here, naming the key
+            raise ConfigError(too_big)
         summary = render_summary(cfg, run, resource_counts(run), files)
     files["summary.txt"] = summary
     write_tree(target, files)

@@ -24,6 +24,7 @@ def check(cfg: StackConfig) -> list[Issue]:
         fabric.check,
         proofs.check,
         namespaces.namespace_collisions,
+        namespaces.reserved_namespaces,
         namespaces.proof_name_collisions,
         dra.dra_issues,
         observability.check,

@@ -189,6 +189,18 @@ def _infrastructure(cfg: StackConfig, p: OnPremPlatform) -> Iterator[Issue]:
             )
 
 
+#: Ranges no pod interface may take an address from (RFC 6890 special-purpose registry): "this
+#: network" (0.0.0.0/0 overlaps it, and every other range), loopback, link-local, multicast, and the
+#: reserved class E with the limited broadcast.
+_NOT_FOR_PODS = (
+    ("0.0.0.0/8 ('this network')", ipaddress.IPv4Network("0.0.0.0/8")),
+    ("127.0.0.0/8 (loopback)", ipaddress.IPv4Network("127.0.0.0/8")),
+    ("169.254.0.0/16 (link-local)", ipaddress.IPv4Network("169.254.0.0/16")),
+    ("224.0.0.0/4 (multicast)", ipaddress.IPv4Network("224.0.0.0/4")),
+    ("240.0.0.0/4 (reserved, broadcast)", ipaddress.IPv4Network("240.0.0.0/4")),
+)
+
+
 def _nv_ipam(cfg: StackConfig, p: OnPremPlatform) -> Iterator[Issue]:
     """nv-ipam: one /24 of ``ipamSupernet`` per team, the P_Key-th, with one address per HCA per node."""
     f = p.fabric
@@ -196,6 +208,14 @@ def _nv_ipam(cfg: StackConfig, p: OnPremPlatform) -> Iterator[Issue]:
         supernet = ipaddress.IPv4Network(f.ipam_supernet)
     except ValueError as e:
         yield Issue("gpuaas:platform.fabric.ipamSupernet", f"{f.ipam_supernet!r} is not an IPv4 network ({e})")
+        return
+    special = [name for name, net in _NOT_FOR_PODS if supernet.overlaps(net)]
+    if special:
+        yield Issue(
+            "gpuaas:platform.fabric.ipamSupernet",
+            f"{supernet} overlaps {', '.join(special)}: a team's VF addresses must be unicast addresses of a private "
+            "range (e.g. 192.168.0.0/16 or a /16 of 10.0.0.0/8)",
+        )
         return
     if supernet.prefixlen > 23:
         yield Issue(

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from components.model.config import StackConfig
 from components.model.errors import Issue
 from components.model.resources import POOL_NAMESPACE
+from components.rules.tenancy import RESERVED_NAMESPACES
 
 
 def namespace_owners(cfg: StackConfig) -> list[tuple[str, str]]:
@@ -27,6 +28,8 @@ def namespace_owners(cfg: StackConfig) -> list[tuple[str, str]]:
         (cfg.gpu_operator.namespace, "gpuaas:gpuOperator.namespace"),
         (POOL_NAMESPACE, f"the verification pool namespace (fixed {POOL_NAMESPACE!r})"),
     ]
+    if cfg.queues.elastic:  # Kueue's namespace exists only with elastic quotas
+        owners.append((cfg.queues.namespace, "gpuaas:queues.namespace"))
     for i, t in enumerate(cfg.teams):
         owners.append((t.ns, f"gpuaas:teams[{i}].{'namespace' if t.namespace is not None else 'name'}"))
     return owners
@@ -49,6 +52,27 @@ def namespace_collisions(cfg: StackConfig) -> Iterator[Issue]:
             f"namespace {ns!r} is also {other if where.startswith('gpuaas:') else where}; every component and "
             "team needs a namespace of its own (one would create, and on destroy delete, the other's)",
         )
+
+
+def reserved_namespaces(cfg: StackConfig) -> Iterator[Issue]:
+    """A component configured into a namespace of the cluster itself (``kube-system``, ``default``, ...).
+
+    The plan creates, labels and protects its components' namespaces, and ``pulumi destroy``
+    deletes them: ``queues.namespace: kube-system`` would manage the cluster's own namespace and,
+    on destroy, delete it. Teams have the same rule (``components.rules.tenancy``); the Network
+    Operator's namespace its own (``components.rules.fabric``, Multus reads NADs there).
+    """
+    keys = [(cfg.gpu_operator.namespace, "gpuaas:gpuOperator.namespace")]
+    if cfg.queues.elastic:
+        keys.append((cfg.queues.namespace, "gpuaas:queues.namespace"))
+    for ns, key in keys:
+        if ns in RESERVED_NAMESPACES or ns.startswith("kube-"):
+            yield Issue(
+                key,
+                f"{ns!r} is a namespace of the cluster itself (reserved: {', '.join(sorted(RESERVED_NAMESPACES))} "
+                "and every kube-*); the plan creates, labels and on destroy deletes its components' namespaces: "
+                "name one of the component's own",
+            )
 
 
 def proof_name_collisions(cfg: StackConfig) -> Iterator[Issue]:

@@ -55,6 +55,13 @@ def check(cfg: StackConfig) -> Iterator[Issue]:
     q = cfg.queues
     if not q.elastic:
         return  # teams' queue keys stay in the file, unused: switching elasticity off is one line
+    if "batch/job" not in q.integrations:
+        yield Issue(
+            "gpuaas:queues.integrations",
+            f"{list(q.integrations)} leaves out batch/job while queues.elastic is true: Kueue would ignore Jobs, "
+            "so a team's GPU Job (and every verification Job, which goes through its team's queue) would run "
+            "outside its queue, unsuspended and uncounted; keep batch/job in the list",
+        )
     if cfg.quota_policy.allow_oversubscription:
         yield Issue(
             "gpuaas:quotaPolicy.allowOversubscription",

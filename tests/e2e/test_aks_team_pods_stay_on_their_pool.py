@@ -15,6 +15,7 @@ import pytest
 from components.loader import parse_config
 from components.model.config import StackConfig
 from components.model.resources import AKS_POOL_LABEL, GPU
+from components.tenancy.admission import POOL_POLICY
 from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import planned_objects
 from tests.conftest import raw_stack
@@ -79,6 +80,7 @@ def test_a_gpu_or_rdma_pod_of_a_off_its_own_pool_is_refused(kube: Kube, a: str, 
         for pool in (POOL[b], None):
             err = _refused(kube, gpu_pod(a, pool=pool, where=where, resource=resource), member(a))
             assert err.status == 403 and "InfiniBand pool" in err.message, (resource, pool, err)
+            assert f"ValidatingAdmissionPolicy '{POOL_POLICY}'" in err.message, (resource, pool, err)
         # The allowed twin: the same pod on A's own pool.
         kube.create(gpu_pod(a, pool=POOL[a], where=where, resource=resource), as_=member(a), dry_run=True)
 
@@ -101,6 +103,7 @@ def test_nothing_a_member_writes_in_its_namespace_loosens_the_pool_guard(
     try:
         err = _refused(kube, gpu_pod(a, pool=POOL[b]), member(a))
         assert err.status == 403 and "InfiniBand pool" in err.message, err
+        assert f"ValidatingAdmissionPolicy '{POOL_POLICY}'" in err.message, err
         kube.create(gpu_pod(a, pool=POOL[a]), as_=member(a), dry_run=True)
     finally:
         # Give the ConfigMap back to the plan: the member's manager lets go of its fields, ours retakes them.

@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -318,25 +319,58 @@ def start_up(s: Stack) -> subprocess.Popen[str]:
     )
 
 
-def interrupt_part_way(d: Deployed, sig: signal.Signals) -> str:
-    """Start an update that adds two teams and send ``sig`` once the first new object exists."""
-    config = BASE
-    for team in TWO_TEAMS:
-        config = with_team(config, team)
-    d.stack.write_config(config)
-    proc = start_up(d.stack)
-    try:
-        d.kube.wait_for(
-            "the update under way", lambda: d.kube.get("v1", "Namespace", "robotics") is not None, 300, 0.05
-        )
-        os.killpg(proc.pid, sig)
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-    assert proc.returncode != 0, out[-3000:]
-    return out
+def _update_finished(d: Deployed) -> bool:
+    """Whether every team the update adds has its quota: the last objects of the update (they wait on
+    the admission policies and bindings), so before them the update is not done."""
+    return all(d.kube.list("v1", "ResourceQuota", str(t["name"])) for t in TWO_TEAMS)
+
+
+def _settled(d: Deployed) -> bool:
+    """The update's state once requests already sent have landed (two reads 0.2 s apart agree)."""
+    before = _update_finished(d)
+    for _ in range(50):
+        time.sleep(0.2)
+        now = _update_finished(d)
+        if now == before:
+            return now
+        before = now
+    return before
+
+
+def interrupt_part_way(d: Deployed, sig: signal.Signals, attempts: int = 5) -> str:
+    """Start an update that adds two teams and send ``sig`` while it is part way, proven so.
+
+    The update can finish between seeing its first object and the signal (issue #21, item 21): so
+    the engine's process group is frozen first (SIGSTOP), the cluster is read once requests in
+    flight have landed, and only an update that has not finished gets ``sig`` (then SIGCONT, so a
+    SIGINT is handled). One that had finished runs on, is rolled back, and is tried again.
+    """
+    for _ in range(attempts):
+        config = BASE
+        for team in TWO_TEAMS:
+            config = with_team(config, team)
+        d.stack.write_config(config)
+        proc = start_up(d.stack)
+        try:
+            d.kube.wait_for(
+                "the update under way", lambda: d.kube.get("v1", "Namespace", "robotics") is not None, 300, 0.05
+            )
+            os.killpg(proc.pid, signal.SIGSTOP)
+            if _settled(d):
+                os.killpg(proc.pid, signal.SIGCONT)  # too late to interrupt: let it end, undo it, again
+                proc.communicate(timeout=300)
+                converge(d, BASE)
+                continue
+            os.killpg(proc.pid, sig)
+            os.killpg(proc.pid, signal.SIGCONT)
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        assert proc.returncode != 0, out[-3000:]
+        return out
+    pytest.fail(f"the update finished before {sig.name} could land, {attempts} times")
 
 
 def assert_two_teams_converged(d: Deployed) -> None:

@@ -23,9 +23,8 @@ from components.model.resources import GPU, GPU_SHARED, mig_resource, sriov_reso
 from components.model.teams import Team
 from components.queueing.admission import QUEUE_LABEL
 from components.queueing.queues import local_queue_name
-from components.tenancy.network_admission import NETWORKS_ANNOTATION, NETWORKS_IMMUTABLE_POLICY
+from components.tenancy.network_admission import NETWORKS_ANNOTATION, NETWORKS_IMMUTABLE_POLICY, NETWORKS_POLICY
 from components.tenancy.networks import nad_name
-from components.tenancy.quotas import quota_hard
 from components.tenancy.teams import NO_CRITICAL_QUOTA, SYSTEM_PRIORITY_CLASSES
 from e2e.kube import ApiError, Identity, Kube
 from tests.conftest import raw_stack
@@ -153,6 +152,7 @@ def test_a_pod_in_a_naming_bs_nad_is_refused_in_every_form(kube: Kube, a: str, b
     for form in _foreign_network_forms(a, TEAMS[b]):
         err = refused(kube, pod(a, "x", networks=form), member(TEAMS[a]))
         assert err.status == 403 and OWN_NAD_ONLY in err.message, (form, err)
+        assert f"ValidatingAdmissionPolicy '{NETWORKS_POLICY}'" in err.message, (form, err)
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS)
@@ -182,6 +182,7 @@ def test_a_guid_through_cni_args_is_refused(kube: Kube, a: str) -> None:
     ):
         err = refused(kube, pod(a, "x", networks=form), member(team))
         assert err.status == 403 and "may not set cni-args" in err.message, (form, err)
+        assert f"ValidatingAdmissionPolicy '{NETWORKS_POLICY}'" in err.message, (form, err)
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS[:: max(1, len(PAIRS) // 6)])
@@ -238,30 +239,47 @@ def test_a_pod_in_a_requesting_bs_partition_resource_is_refused(kube: Kube, a: s
     assert err.status == 403 and "gpuaas-team-partition" in err.message, err
 
 
-def _quota_kinds(team: Team) -> list[tuple[str, int]]:
-    """GPU kinds the team's ResourceQuota allows and how many: its quota, or with elastic quotas its
-    ceiling (quota + what it may borrow, components/model/elastic.py)."""
-    hard = quota_hard(CFG, team)
-    kinds = [(GPU, team.quota.gpus)] if team.quota.gpus else []
-    kinds += [(mig_resource(p), n) for p, n in (team.quota.mig or {}).items()]
-    if team.quota.time_sliced_gpus:
-        kinds.append((GPU_SHARED, team.quota.time_sliced_gpus))
-    if CFG.queues.elastic:
-        every = (GPU, GPU_SHARED, mig_resource("1g.10gb"), mig_resource("4g.40gb"))
-        kinds = [(r, int(hard[f"requests.{r}"])) for r in every if hard.get(f"requests.{r}", "0") != "0"]
-    return kinds
+#: What each team's ResourceQuota admits per GPU kind, from Pulumi.onprem.yaml's own numbers (never from
+#: the code under test). The fleet: h100-full 4 nodes x 8 GPUs = 32 nvidia.com/gpu; h100-mig 1 node x 8
+#: GPUs x (1x4g.40gb + 3x1g.10gb) = 8 mig-4g.40gb and 24 mig-1g.10gb; h100-shared 1 node x 8 GPUs x 2
+#: replicas = 16 gpu.shared. Elastic quotas are on: a team's ceiling is its quota plus what it may
+#: borrow, at most the capacity of its queue's node groups. So a team without a borrowing limit may
+#: hold a whole group's kind; vision borrows at most 8 GPUs (12 + 8 = 20); platform-qa's queue has the
+#: MIG group only, so its quota refuses whole and time-sliced GPUs.
+WHOLE_FLEET = {GPU: 32, GPU_SHARED: 16, mig_resource("1g.10gb"): 24, mig_resource("4g.40gb"): 8}
+CEILINGS: dict[str, dict[str, int]] = {
+    "vision": {**WHOLE_FLEET, GPU: 20},
+    "language": WHOLE_FLEET,
+    "speech": WHOLE_FLEET,
+    "research": WHOLE_FLEET,
+    "inference": WHOLE_FLEET,
+    "platform-qa": {mig_resource("1g.10gb"): 24, mig_resource("4g.40gb"): 8},
+}
+assert CFG.queues.elastic and set(CEILINGS) == set(TEAMS), "CEILINGS are the elastic onprem stack's"
+#: Kinds some team's quota refuses: the refusal below must run for at least one team.
+REFUSED = {a: sorted(set(WHOLE_FLEET) - set(kinds)) for a, kinds in CEILINGS.items()}
+assert any(REFUSED.values())
+
+
+def _exceeded(resource: str, requested: int, used: int, limited: int) -> str:
+    """The ResourceQuota admission's own message (k8s.io/apiserver plugin/pkg/admission/resourcequota)."""
+    return (
+        f"exceeded quota: gpuaas-team-quota, requested: requests.{resource}={requested}, "
+        f"used: requests.{resource}={used}, limited: requests.{resource}={limited}"
+    )
 
 
 @pytest.mark.parametrize("a", list(TEAMS))
 def test_gpus_beyond_as_quota_are_refused_once_a_is_full(kube: Kube, a: str) -> None:
-    team, who = TEAMS[a], member(TEAMS[a])
-    for resource, n in _quota_kinds(team):
+    who = member(TEAMS[a])
+    assert CEILINGS[a], f"{a}: no GPU kind to fill"
+    for resource, n in sorted(CEILINGS[a].items()):
         base = _used(kube, a, resource)  # e.g. the verification Jobs' pods in a verified team
         fill = pod(a, "fill", limits={resource: n - base})
         kube.create(fill, as_=who)  # up to exactly the quota: admitted
         try:
             err = refused(kube, pod(a, "one-more", limits={resource: 1}), who)
-            assert err.status == 403 and "exceeded quota" in err.message and resource in err.message, err
+            assert err.status == 403 and _exceeded(resource, 1, n, n) in err.message, err
         finally:
             kube.delete("v1", "Pod", "fill", a)
         # Freed again: the same one-more pod is admitted once the fill pod is gone.
@@ -278,15 +296,14 @@ def _used(kube: Kube, ns: str, resource: str) -> int:
     return int(str((q.get("status", {}).get("used") or {}).get(f"requests.{resource}", "0")))
 
 
-@pytest.mark.parametrize("a", list(TEAMS))
+@pytest.mark.parametrize("a", [a for a, kinds in REFUSED.items() if kinds])
 def test_a_gpu_kind_outside_as_quota_is_refused(kube: Kube, a: str) -> None:
     team = TEAMS[a]
-    allowed = {r for r, _ in _quota_kinds(team)}
-    for resource in sorted({GPU, GPU_SHARED, mig_resource("1g.10gb"), mig_resource("4g.40gb")} - allowed):
+    for resource in REFUSED[a]:
         err = refused(kube, pod(a, "x", limits={resource: 1}), member(team))
-        assert err.status == 403 and resource in err.message, err
-    # Elastic quotas: every kind the team may borrow is admitted by the quota (Kueue decides).
-    for resource in sorted(allowed):
+        assert err.status == 403 and _exceeded(resource, 1, 0, 0) in err.message, err
+    # The twin: every kind the team may hold (or borrow) is admitted by the quota (Kueue decides).
+    for resource in sorted(CEILINGS[a]):
         kube.create(pod(a, "x", limits={resource: 1}), as_=member(team), dry_run=True)
 
 

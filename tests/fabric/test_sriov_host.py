@@ -20,7 +20,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,12 +223,12 @@ def test_script_fails_on_a_missing_hca(tmp_path: Path) -> None:
 class Pod:
     """The VF script running as the DaemonSet's pod would: in a loop, its output in a file."""
 
-    def __init__(self, fake: FakeNode, period: str = "0.1") -> None:
+    def __init__(self, fake: FakeNode, period: str = "0.1", env: dict[str, str] | None = None) -> None:
         self.log = fake.tmp / f"pod-{uuid.uuid4().hex[:6]}.log"
         self._out = self.log.open("w")
         self.proc = subprocess.Popen(
             ["bash", "-c", vf_script.CONFIGURE_VFS],
-            env={**fake.env(), "PERIOD": period},
+            env={**fake.env(), "PERIOD": period, **(env or {})},
             stdout=self._out,
             stderr=subprocess.STDOUT,
             text=True,
@@ -347,6 +347,20 @@ class Kubelet:
         self._proc.wait(timeout=10)
 
 
+@pytest.fixture
+def kubelet_for() -> Iterator[Callable[[FakeNode], Kubelet]]:
+    """Start a :class:`Kubelet`; each is stopped (its fake plugin too) however the test ends."""
+    started: list[Kubelet] = []
+
+    def start(fake: FakeNode) -> Kubelet:
+        started.append(Kubelet(fake))
+        return started[-1]
+
+    yield start
+    for kubelet in started:
+        kubelet.stop()
+
+
 def _program_pkeys(fake: FakeNode, key_of_vf: Callable[[int], str]) -> None:
     """What the subnet manager does: each VF's P_Key table gets its partition's key at index 0."""
     hcas = fake.onprem.groups_by_name[fake.node.node_group].hcas
@@ -355,12 +369,14 @@ def _program_pkeys(fake: FakeNode, key_of_vf: Callable[[int], str]) -> None:
             fake.pkey_file(h, vf).write_text(key_of_vf(vf) + "\n")
 
 
-def test_device_plugin_restarts_once_vfs_and_partitions_are_final_and_after_every_change(tmp_path: Path) -> None:
+def test_device_plugin_restarts_once_vfs_and_partitions_are_final_and_after_every_change(
+    tmp_path: Path, kubelet_for: Callable[[FakeNode], Kubelet]
+) -> None:
     cfg, fake = _fake(tmp_path, "gpu-node-05")
     assert cfg.onprem is not None
     fake.build()  # boot: no VFs yet, and the plugin is already running
     fake.write_plan(cfg)
-    kubelet = Kubelet(fake)
+    kubelet = kubelet_for(fake)
     _wait_for(lambda: kubelet.seen() == ["discovered"])
     team_key = {0: "0x8001", 1: "0x8002", 2: "0x8003", 3: "0x8004", 4: "0x8005", 5: "0x8006"}
     want = "discovered" + " ".join(["", *[team_key[vf] for vf in range(6)]] * 8).replace("  ", " ")
@@ -369,13 +385,13 @@ def test_device_plugin_restarts_once_vfs_and_partitions_are_final_and_after_ever
         # VFs exist, but the SM has not programmed them yet: the plugin is left alone.
         _wait_for(lambda: "VF plan of gpu-node-05 applied" in pod.output())
         _wait_for(lambda: "48 VF(s) not final, e.g. mlx5_0/VF0:pkeys/0=0xffff,want=0x8001(vision)" in pod.output())
-        time.sleep(0.5)
+        _passes(fake, 2)  # two more whole passes of the script: it had its chance to act, and did not
         assert kubelet.seen() == ["discovered"]
 
         _program_pkeys(fake, lambda vf: team_key[vf])  # the SM's sweep
         _wait_for(lambda: len(kubelet.seen()) == 2)
         assert kubelet.seen()[-1] == want, "restarted once, and it found every VF under its team's key"
-        time.sleep(0.5)
+        _passes(fake, 2)
         assert len(kubelet.seen()) == 2, "a plugin that saw the final state is not restarted again"
 
         # A partition change: vision moves to P_Key 0x0007. Until the SM has programmed it, wait.
@@ -403,14 +419,15 @@ def test_device_plugin_restarts_once_vfs_and_partitions_are_final_and_after_ever
     again = Pod(fake)
     try:
         _wait_for(lambda: "VF plan of gpu-node-05 applied" in again.output())
-        time.sleep(0.5)
+        _passes(fake, 2)
     finally:
         again.stop()
-        kubelet.stop()
     assert starts == 4 and len(kubelet.seen()) == 4, again.output()
 
 
-def test_without_partitions_the_plugin_restarts_once_the_vfs_exist(tmp_path: Path) -> None:
+def test_without_partitions_the_plugin_restarts_once_the_vfs_exist(
+    tmp_path: Path, kubelet_for: Callable[[FakeNode], Kubelet]
+) -> None:
     """No team VF to wait for (no partition yet): VFs that exist are final."""
     raw = raw_stack("onprem")
     for t in raw["teams"]:
@@ -423,7 +440,7 @@ def test_without_partitions_the_plugin_restarts_once_the_vfs_exist(tmp_path: Pat
     fake = FakeNode(tmp_path, cfg.onprem, node)
     fake.build()
     fake.write_plan(cfg)
-    kubelet = Kubelet(fake)
+    kubelet = kubelet_for(fake)
     _wait_for(lambda: kubelet.seen() == ["discovered"])
     pod = Pod(fake)
     try:
@@ -431,7 +448,62 @@ def test_without_partitions_the_plugin_restarts_once_the_vfs_exist(tmp_path: Pat
         assert kubelet.seen()[-1].count("0xffff") == 48
     finally:
         pod.stop()
-        kubelet.stop()
+
+
+def _fake_proc_entry(proc: Path, pid: int, comm: str, start_ticks: int) -> None:
+    """``/proc/<pid>/{comm,stat}`` as the kernel writes them (stat field 22: start time in clock ticks)."""
+    entry = proc / str(pid)
+    entry.mkdir(parents=True)
+    (entry / "comm").write_text(comm + "\n")
+    fields = ["S", *["0"] * 18, str(start_ticks), *["0"] * 30]  # fields 3..52; index 19 is field 22
+    (entry / "stat").write_text(f"{pid} ({comm}) {' '.join(fields)}\n")
+
+
+def test_a_plugin_started_again_within_the_settling_tick_is_left_alone(tmp_path: Path) -> None:
+    """Issue #21, item 21: the script compared 10 ms tick values with ``-le``, so a plugin the kubelet
+    started again within the tick the VFs settled in was killed again. Now exactly the plugins running
+    when the VFs settled are restarted, by pid and start time.
+
+    A fake ``/proc`` (``PROC``) holds two real processes under the plugin's name, both started in the
+    very tick the node's uptime says it is: the one there when the VFs settle is restarted, the one
+    that appears after (the kubelet's new start) is not, however many passes follow.
+    """
+    raw = raw_stack("onprem")
+    for t in raw["teams"]:
+        t.pop("partition")
+        t.pop("verify", None)
+        t["quota"].pop("rdma", None)
+    cfg = parse_config(raw)
+    assert cfg.onprem is not None
+    node = next(n for n in cfg.onprem.nodes if n.name == "gpu-node-02")
+    fake = FakeNode(tmp_path, cfg.onprem, node)
+    fake.build()
+    fake.write_plan(cfg)
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "uptime").write_text("123.45 0.00\n")  # boot_ticks() of the old script: 12345 at 100 Hz
+    tick = 12345
+    stale = subprocess.Popen(["sleep", "600"])
+    fresh = subprocess.Popen(["sleep", "600"])
+    pod: Pod | None = None
+    try:
+        _fake_proc_entry(proc, stale.pid, fake.plugin_name, tick)
+        pod = Pod(fake, env={"PROC": str(proc)})
+        _wait_for(lambda: "VFs of gpu-node-02 final" in pod.output())
+        _wait_for(lambda: stale.poll() is not None)  # restarted: it discovered the VFs before they were final
+        assert f"restarting the SR-IOV device plugin (pid {stale.pid})" in pod.output()
+        # The kubelet's new start, in the same tick; the old one is gone from /proc.
+        shutil.rmtree(proc / str(stale.pid))
+        _fake_proc_entry(proc, fresh.pid, fake.plugin_name, tick)
+        _passes(fake, 3)
+        assert fresh.poll() is None, "a plugin that started after the VFs settled was killed"
+        assert f"(pid {fresh.pid})" not in pod.output()
+    finally:
+        if pod is not None:
+            pod.stop()
+        for p in (stale, fresh):
+            p.kill()
+            p.wait(timeout=10)
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from components.loader import parse_config
-from components.model import elastic, resources
+from components.model import elastic, grammar, resources
 from components.model.errors import ConfigError
 from components.plan.offline import run_program
 from components.proofs import isolation
@@ -235,9 +235,13 @@ def test_quantities_follow_kubernetes() -> None:
     assert elastic.format_quantity(elastic.parse_quantity("1536Gi") + 2**40, "memory") == "2560Gi"
     assert elastic.format_quantity(Decimal("2.5"), "cpu") == "2500m"
     assert elastic.format_quantity(Decimal(2**40), "memory") == "1Ti"
-    for bad in ("", "1.5.2", "-1", "10 Gi", "1Gb"):
+    for bad in ("", "1.5.2", "10 Gi", "1Gb"):
         with pytest.raises(ValueError):
             elastic.parse_quantity(bad)
+    # One grammar everywhere (issue #21, item 13): what the config accepts, the elastic code reads.
+    assert elastic.parse_quantity is grammar.parse_quantity
+    assert elastic.parse_quantity("1e3") == 1000 and elastic.parse_quantity("500u") == Decimal("0.0005")
+    assert elastic.format_quantity(Decimal("0.0005"), "cpu") == "500u"
 
 
 def test_onprem_queue_lines() -> None:

@@ -358,7 +358,7 @@ INVALID: list[tuple[str, str, list[Edit], str, str]] = [
         "onprem",
         [_set("platform.multus.cniConfDir", "etc/cni/net.d")],
         "gpuaas:platform.multus.cniConfDir",
-        "should match pattern",
+        "is not an absolute path",
     ),
     (
         "network-namespace-default",
