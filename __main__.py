@@ -2,10 +2,12 @@
 
 import pulumi
 
-from components.loader import load_config
+from components.loader import load_config, todays_date
 from components.platform import Platform
 
-cfg = load_config()
+# The one read of the clock: the Kubernetes version rule judges support dates by it (warnings on
+# the console, refusals before anything is sent); no resource depends on it.
+cfg = load_config(todays_date())
 platform = Platform("gpuaas", cfg)
 
 pulumi.export("platform", cfg.platform.kind)

@@ -72,8 +72,10 @@ class OnPremPlatform(Model):
     kind: Literal["onprem"]
     #: kubeconfig context to deploy to; ``None`` uses the ambient kubeconfig's current context.
     kubeconfig_context: LineText | None = None
-    #: The cluster's Kubernetes version (``kubectl version``, e.g. ``1.34.4``), declared because
-    #: gpuaas does not create this cluster. Required with ``gpuOperator.resourceModel: dra`` (1.34+).
+    #: The cluster's Kubernetes version (``kubectl version``, e.g. ``1.37.2``), declared because
+    #: gpuaas does not create this cluster. Required: checked against the support dates
+    #: (components/model/kubernetes.py) and what moves with the minor (components/rules/versions.py).
+    #: Optional in the model only so that every other problem is still reported when it is missing.
     kubernetes_version: str | None = None
     node_groups: list[NodeGroup]
     nodes: list[Node]
