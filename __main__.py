@@ -7,8 +7,9 @@ from components.platform import Platform
 
 # The one read of the clock: the Kubernetes version rule judges support dates by it (warnings on
 # the console, refusals before anything is sent); no resource depends on it.
-cfg = load_config(todays_date())
-platform = Platform("gpuaas", cfg)
+today = todays_date()
+cfg = load_config(today)
+platform = Platform("gpuaas", cfg, today=today)
 
 pulumi.export("platform", cfg.platform.kind)
 for key, value in platform.exports.items():

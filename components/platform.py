@@ -6,6 +6,7 @@ Each step says why it sits where it does. Ordering between steps is expressed wi
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 import pulumi
@@ -21,7 +22,7 @@ from components.guards import fabric as fabric_guard
 from components.guards import gate, mig, resource_model
 from components.guards import kubernetes_version as version_guard
 from components.k8s import NetworkArgs
-from components.model import dra
+from components.model import dra, kubernetes
 from components.model.config import StackConfig
 from components.operators import rdma_shared_device_plugin
 from components.operators.gpu_operator import GpuOperator
@@ -39,8 +40,17 @@ class Platform(pulumi.ComponentResource):
 
     exports: dict[str, Any]
 
-    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        today: date = kubernetes.REVIEWED,
+    ) -> None:
+        """``today``: the date ``__main__.py`` read once; the version guard judges the last run's minor by it."""
         super().__init__("gpuaas:index:Platform", name, None, opts)
+        self._today = today
         self.exports = {}
         #: The resources whose labels carry the MIG layouts (NodePatches or AKS agent pools).
         self._labelled: list[pulumi.CustomResource] = []
@@ -163,7 +173,7 @@ class Platform(pulumi.ComponentResource):
                     [
                         mig.check(cfg, *mig.last_maps(o[0], o[1])),
                         fabric_guard.check(cfg, gate.string_map(fabric_guard.OUTPUT, o[2])),
-                        version_guard.check(cfg, {mig.OUTPUT: o[0], version_guard.OUTPUT: o[4]}),
+                        version_guard.check(cfg, {mig.OUTPUT: o[0], version_guard.OUTPUT: o[4]}, self._today),
                     ]
                 )
             )

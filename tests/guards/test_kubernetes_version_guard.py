@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 import pulumi
@@ -99,3 +100,15 @@ def test_the_program_stops_before_azure_is_touched() -> None:
 def test_every_stack_records_its_version() -> None:
     assert run_program("aks").outputs[guard.OUTPUT] == versions.AKS_KUBERNETES
     assert run_program("onprem").outputs[guard.OUTPUT] == raw_stack("onprem")["platform"]["kubernetesVersion"]
+
+
+def test_from_an_unsupported_minor_the_one_jump_is_to_the_oldest_supported() -> None:
+    """AKS: 1.33 is past standard support on 2026-12-01; 1.33 -> 1.35 (the oldest supported) passes, 1.36 does not."""
+    today = date(2026, 12, 1)
+    issues, (warning,) = guard.check(_aks("1.35.7"), _last("1.33.13"), today)
+    assert issues == [] and "one jump to the oldest supported minor, 1.35" in warning
+    (issue,), _ = guard.check(_aks("1.36.3"), _last("1.33.13"), today)
+    assert "go to 1.35 first" in issue.message
+    # While 1.33 was still supported, the jump was a skip like any other.
+    (issue,), _ = guard.check(_aks("1.35.7"), _last("1.33.13"), date(2026, 7, 1))
+    assert "go to 1.34 first" in issue.message

@@ -10,14 +10,16 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 
-from components.loader import parse_config
+from components.loader import TODAY_ENV, parse_config, todays_date
 from components.model import kubernetes, versions
 from components.model.errors import ConfigError
+from components.plan.writer import main
 from components.rules.versions import support_warnings
-from tests.conftest import UPSTREAM, raw_stack
+from tests.conftest import ROOT, UPSTREAM, raw_stack
 from tests.rules.test_config_rules import Edit, _del, _set
 
 TODAY = date(2026, 12, 1)
@@ -293,3 +295,40 @@ def test_feature_facts_for_other_areas(feature: str, version: str, on: bool) -> 
     assert kubernetes.FEATURES["DRAConsumableCapacity"].stage((1, 37)) == "Beta"
     with pytest.raises(KeyError):
         kubernetes.feature_since("NoSuchGate")
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_plan_never_depends_on_the_date(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two dates, one 44 days before 1.35's end of life: the same plan bytes; only the console differs."""
+    stack = tmp_path / "Pulumi.onprem.yaml"
+    text = (ROOT / "Pulumi.onprem.yaml").read_text()
+    stack.write_text(text.replace('kubernetesVersion: "1.37.2"', 'kubernetesVersion: "1.35.4"'))
+    trees = []
+    for day in ("2026-12-01", "2027-01-15"):
+        monkeypatch.setenv(TODAY_ENV, day)
+        caplog.clear()
+        out = tmp_path / day
+        assert main(["onprem", "--stack-file", str(stack), "--out", str(out), "--quiet"]) == 0
+        trees.append(_tree(out))
+        warned = [r.getMessage() for r in caplog.records if "reaches its end of life" in r.getMessage()]
+        assert warned == ([] if day == "2026-12-01" else [warned[0]]), warned
+    assert trees[0] == trees[1]
+    assert "in 44 days" in warned[0]
+    # Past the end of life the same stack is refused before anything is planned.
+    monkeypatch.setenv(TODAY_ENV, "2027-03-01")
+    assert main(["onprem", "--stack-file", str(stack), "--out", str(tmp_path / "late"), "--quiet"]) == 2
+
+
+def test_a_bad_date_override_is_a_clean_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TODAY_ENV, "tomorrow")
+    with pytest.raises(pulumi.RunError, match=r"GPUAAS_TODAY: 'tomorrow' is not a date; write YYYY-MM-DD"):
+        todays_date()
+    monkeypatch.setenv(TODAY_ENV, "2027-01-15")
+    assert todays_date() == date(2027, 1, 15)
+    monkeypatch.delenv(TODAY_ENV)
+    assert todays_date() == date.today()
