@@ -3,6 +3,14 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= onprem
+# KUBERNETES: the Kubernetes minor of the e2e control plane (tool set controlplane-<minor>).
+# Empty (the default): `make e2e` runs the whole e2e suite on the newest supported minor and the
+# `every_minor` part (plan apply, isolation, quota) on the oldest. `make e2e KUBERNETES=1.35` runs
+# the whole suite on 1.35 alone; `make cluster KUBERNETES=1.35` starts a 1.35 cluster.
+KUBERNETES ?=
+# The minors e2e/toolchain.py builds (KUBERNETES_MODFILES; tests/test_e2e_toolchain.py checks these).
+E2E_NEWEST := 1.37
+E2E_OLDEST := 1.35
 
 .PHONY: plan plans diff test lint typecheck unit e2e e2e-tools cluster cluster-down engine-shell bench clean tools actionlint policy-pack
 
@@ -76,17 +84,26 @@ typecheck: $(VENV)/.installed
 unit: $(VENV)/.installed $(TOOLS_STAMP)
 	$(BIN)/python -m pytest -q -m "not e2e"
 
-## e2e-tools: build the real programs the e2e suite runs (Go modules only), cached by version outside the clone.
+## e2e-tools: build the real programs the e2e suite runs (Go modules only), cached by version outside the clone:
+## the control plane of each minor (only KUBERNETES's when set), Kueue, the engine, the provider, KWOK, Prometheus.
 e2e-tools: $(VENV)/.runtime
-	$(BIN)/python -m e2e.toolchain build all
+	GPUAAS_E2E_KUBERNETES=$(KUBERNETES) $(BIN)/python -m e2e.toolchain build all
 
-## e2e: tests/e2e against a real etcd, kube-apiserver and kube-controller-manager (and the tools e2e-tools builds).
+## e2e: tests/e2e against a real etcd, kube-apiserver and kube-controller-manager (and the tools e2e-tools builds):
+## all of it on $(E2E_NEWEST), then the `every_minor` tests on $(E2E_OLDEST); with KUBERNETES=X.Y all of it on X.Y only.
 e2e: $(VENV)/.installed e2e-tools
-	$(BIN)/python -m pytest -q -m e2e tests/e2e
+ifeq ($(strip $(KUBERNETES)),)
+	GPUAAS_E2E_KUBERNETES=$(E2E_NEWEST) $(BIN)/python -m pytest -q -m e2e tests/e2e
+	GPUAAS_E2E_KUBERNETES=$(E2E_OLDEST) $(BIN)/python -m pytest -q -m "e2e and every_minor" tests/e2e
+else
+	GPUAAS_E2E_KUBERNETES=$(KUBERNETES) $(BIN)/python -m pytest -q -m e2e tests/e2e
+endif
 
-## cluster: a local control plane with the onprem stack applied, left running; prints KUBECONFIG. cluster-down stops it.
-cluster: $(VENV)/.installed e2e-tools
-	$(BIN)/python -m e2e.cluster up $(STACK)
+## cluster: a local control plane (KUBERNETES, default $(E2E_NEWEST)) with the onprem stack applied, left running;
+## prints KUBECONFIG and the kubectl of that version. cluster-down stops it.
+cluster: $(VENV)/.installed
+	GPUAAS_E2E_KUBERNETES=$(KUBERNETES) $(BIN)/python -m e2e.toolchain build controlplane
+	GPUAAS_E2E_KUBERNETES=$(KUBERNETES) $(BIN)/python -m e2e.cluster up $(STACK)
 
 cluster-down:
 	$(BIN)/python -m e2e.cluster down

@@ -4,7 +4,9 @@
     python -m e2e.cluster down              # stop it (and remove its state)
 
 ``up`` starts a detached supervisor (its own session) that owns etcd, kube-apiserver and
-kube-controller-manager — they die with it — and waits until the plan is applied. The
+kube-controller-manager — they die with it — and waits until the plan is applied. The Kubernetes
+minor is ``$GPUAAS_E2E_KUBERNETES`` (``make cluster KUBERNETES=1.35``) or the newest; ``up`` prints
+the kubectl of that version (the control-plane tool set's, within the version skew). The
 kubeconfig's context is named like the stack's ``platform.kubeconfigContext`` (``onprem-admin``),
 so ``pulumi preview`` of the checked-in stack can target it unchanged. State lives in
 ``.cluster/`` of the checkout (ignored by git).
@@ -56,7 +58,7 @@ def serve(stack: str) -> int:
         cp.start()
         applied = apply_plan(cp.kube, run_program(stack))
         cp.write_kubeconfig(STATE / "kubeconfig", context=_context_of(stack))
-        (STATE / "ready").write_text(f"{cp.version()} {cp.server} {len(applied)}\n")
+        (STATE / "ready").write_text(f"{cp.version()} {cp.server} {len(applied)} {cp.kubectl_path}\n")
         while not stop:
             time.sleep(0.5)
     except Exception as e:
@@ -98,10 +100,12 @@ def up(stack: str) -> int:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         if (STATE / "ready").exists():
-            version, server, count = (STATE / "ready").read_text().split()
+            version, server, count, kubectl = (STATE / "ready").read_text().split()
             kc = STATE / "kubeconfig"
             print(f"cluster: kube-apiserver {version} at {server}, {count} objects of the {stack} plan applied")
+            print(f"  kubectl {version} (within the version skew): {kubectl}")
             print(f"  export KUBECONFIG={kc}")
+            print(f"  alias kubectl={kubectl}")
             print("  kubectl get ns -l gpuaas.io/team")
             print("  kubectl --as=alice --as-group=oidc:team-vision -n language get pods   # refused: another team")
             print("  make cluster-down                                                    # stops it")

@@ -1,15 +1,35 @@
-"""A real, local Kubernetes control plane: etcd, kube-apiserver and kube-controller-manager.
+"""A real, local Kubernetes control plane: etcd, kube-apiserver and kube-controller-manager, and
+on request kube-scheduler and KWOK.
 
-What controller-runtime's envtest starts, plus the controllers that quotas and namespaces need:
-without kube-controller-manager a ResourceQuota has no ``status`` (and is then not enforced, or
-refuses everything once ``status.hard`` is set), namespaces stay ``Terminating`` and no
-``default`` ServiceAccount exists (../shared/reference/real-control-plane.md). No scheduler and
-no kubelet: pods are admitted and stored, never run.
+What controller-runtime's envtest starts, plus kube-controller-manager with every controller that
+is on by default (``--controllers=*``: namespace, serviceaccount(-token), resourcequota,
+garbagecollector, root-ca-cert-publisher, daemonset, replicaset, deployment, statefulset, job,
+cronjob, ttl-after-finished, disruption, endpoint(slice), nodelifecycle with taint eviction,
+podgc, resourceclaim, ...): without it a ResourceQuota has no ``status`` (and is then not
+enforced, or refuses everything once ``status.hard`` is set), namespaces stay ``Terminating`` and
+no ``default`` ServiceAccount exists (../shared/reference/real-control-plane.md).
+
+No kubelet. By default no scheduler either: pods are admitted and stored, and stay ``Pending``
+(the DaemonSet, ReplicaSet and Job controllers create their pods; nothing binds them).
+``ControlPlane(scheduler=True)`` starts the real kube-scheduler (as ``system:kube-scheduler``,
+authorized by the bootstrap RBAC only), and ``ControlPlane(kwok=True)`` starts KWOK, which plays the
+kubelet of every Node annotated ``kwok.x-k8s.io/node: fake`` (:func:`kwok_node` builds one): such
+nodes become Ready and keep a lease, pods bound to them become Running (Job pods Succeeded), and
+deleted pods go, with KWOK's default stages. Nodes that nothing reports for (the plans' own Node
+objects) are never marked unhealthy: ``--node-startup-grace-period`` is a year, so node
+lifecycle taints and evictions act on KWOK nodes only.
 
 Everything listens on loopback at free ports, so two runs can coexist; etcd keeps its data on
 tmpfs with ``--unsafe-no-fsync``. Every child is started in its own process group with
 ``PR_SET_PDEATHSIG``, so it dies with the Python process that started it, even on ``kill -9``;
 ``stop()`` (also run at exit) terminates them in reverse order.
+
+The binaries are the control-plane tool set of one Kubernetes minor (``kubernetes=``, else
+``$GPUAAS_E2E_KUBERNETES``, else the newest; see e2e/toolchain.py) and the ``kwok`` set.
+
+    with ControlPlane(scheduler=True, kwok=True) as cp:
+        cp.kube.create(kwok_node("gpu-0", capacity={"nvidia.com/gpu": "8"}))
+        cp.kubectl("get", "nodes")
 """
 
 from __future__ import annotations
@@ -22,29 +42,75 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from e2e import toolchain
 from e2e.kube import Kube
 
 ADMIN_TOKEN_USER = "gpuaas-e2e-admin"
 KCM_USER = "system:kube-controller-manager"
-# The controllers that the platform's promises depend on (quota status, namespace deletion,
-# ServiceAccounts and their tokens, kube-root-ca.crt, Job pods, owner-reference GC).
-CONTROLLERS = (
-    "namespace",
-    "serviceaccount",
-    "serviceaccount-token",
-    "resourcequota",
-    "garbagecollector",
-    "root-ca-certificate-publisher-controller",
-    "job",
-)
+# The user the bootstrap RBAC binds ClusterRoles system:kube-scheduler and system:volume-scheduler
+# (and the extension-apiserver-authentication-reader Role) to: the scheduler gets no more.
+SCHEDULER_USER = "system:kube-scheduler"
+# KWOK plays every kubelet of the fake nodes (node and pod status, leases, pod deletion).
+KWOK_USER = "system:kwok-controller"
+# Every controller kube-controller-manager turns on by default (names change between minors;
+# `*` does not). The cloud ones (service-lb, node-route, cloud-node-lifecycle) and node-ipam skip
+# themselves without a cloud provider or --allocate-node-cidrs.
+CONTROLLERS = ("*",)
 SERVICE_CIDR = "10.96.0.0/16"
+# KWOK's pod addresses (its --cidr).
+KWOK_POD_CIDR = "10.244.0.0/16"
+# The annotation KWOK manages nodes by (--manage-nodes-with-annotation-selector), and its value.
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_NODE_VALUE = "fake"
+# A year: nodes that never posted a status (no kubelet, not KWOK's) are never marked Unknown.
+NODE_STARTUP_GRACE = "8760h"
+
+
+def kwok_node(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    taints: Sequence[dict[str, str]] = (),
+    capacity: dict[str, str] | None = None,
+    allocatable: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Node that KWOK manages (``kwok.x-k8s.io/node: fake``), with ``capacity`` and
+    ``allocatable`` (default: the capacity) on top of 32 CPUs, 256 GiB and 110 pods.
+
+    Create it with :meth:`Kube.create`; KWOK's node-initialize stage then keeps the status's
+    capacity and allocatable as created (extended resources such as ``nvidia.com/gpu`` included)
+    and sets the conditions Ready. The status is written on create: the API server keeps a Node's
+    status from a create (its status subresource is not reset on create).
+    """
+    cap = {"cpu": "32", "memory": "256Gi", "pods": "110", **(capacity or {})}
+    alloc = {**cap, **(allocatable or {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                **(labels or {}),
+            },
+            "annotations": {KWOK_NODE_ANNOTATION: KWOK_NODE_VALUE, **(annotations or {})},
+        },
+        "spec": {"taints": [dict(t) for t in taints]} if taints else {},
+        "status": {"capacity": cap, "allocatable": alloc},
+    }
 
 
 def free_port() -> int:
@@ -66,6 +132,15 @@ def _tmpfs_root() -> Path:
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
 
 
+def _healthz(url: str) -> bool:
+    """GET a loopback /healthz (the scheduler's self-signed serving certificate is not checked)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with urllib.request.urlopen(url, timeout=2, context=ctx) as r:
+        return bool(r.status == 200 and r.read().strip() == b"ok")
+
+
 @dataclasses.dataclass
 class Proc:
     name: str
@@ -84,23 +159,63 @@ class ControlPlaneError(RuntimeError):
 
 
 class ControlPlane:
-    """Start with :meth:`start` (or as a context manager); :attr:`kube` is an admin client."""
+    """A control plane on loopback; :meth:`start` it (or use it as a context manager).
 
-    def __init__(self, bin_dir: Path | None = None, workdir: Path | None = None) -> None:
-        self.bin_dir = bin_dir or toolchain.build(toolchain.TOOLSETS["controlplane"])
+    :attr:`kube` is an admin client (``system:masters``); :attr:`kubeconfig` the admin kubeconfig
+    (written once kube-apiserver has made its certificate); :meth:`kubectl` runs the kubectl of the
+    same Kubernetes version against it.
+
+    Arguments:
+        bin_dir: the control-plane binaries (default: built for ``kubernetes``).
+        workdir: where certificates, kubeconfigs and logs go (default: a temporary directory,
+            removed on stop unless ``$GPUAAS_E2E_KEEP`` is set).
+        kubernetes: the minor, e.g. ``"1.35"`` (default: ``$GPUAAS_E2E_KUBERNETES`` or the newest).
+        scheduler: also run kube-scheduler (:meth:`start_scheduler` starts it later too).
+        kwok: also run KWOK for the nodes annotated ``kwok.x-k8s.io/node: fake``
+            (:meth:`start_kwok`; :meth:`stop_process` ``("kwok")`` stops every heartbeat, so
+            the node lifecycle controller marks those nodes NotReady after its grace period).
+        controllers: kube-controller-manager's ``--controllers``.
+        controller_manager_args, scheduler_args, kwok_args: more flags for that program.
+    """
+
+    def __init__(
+        self,
+        bin_dir: Path | None = None,
+        workdir: Path | None = None,
+        *,
+        kubernetes: str | None = None,
+        scheduler: bool = False,
+        kwok: bool = False,
+        controllers: Sequence[str] = CONTROLLERS,
+        controller_manager_args: Sequence[str] = (),
+        scheduler_args: Sequence[str] = (),
+        kwok_args: Sequence[str] = (),
+        kwok_bin_dir: Path | None = None,
+    ) -> None:
+        self.bin_dir = bin_dir or toolchain.build(toolchain.controlplane(kubernetes))
+        self._kwok_bin_dir = kwok_bin_dir
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuaas-cp-"))
         self._own_workdir = workdir is None
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = Path(tempfile.mkdtemp(prefix="gpuaas-etcd-", dir=_tmpfs_root()))
         self.procs: list[Proc] = []
+        self.with_scheduler, self.with_kwok = scheduler, kwok
+        self.controllers = tuple(controllers)
+        self.controller_manager_args = tuple(controller_manager_args)
+        self.scheduler_args, self.kwok_args = tuple(scheduler_args), tuple(kwok_args)
         self.etcd_port = free_port()
         self.etcd_peer_port = free_port()
         self.api_port = free_port()
+        self.scheduler_port = free_port()
+        self.kwok_port = free_port()
         self.admin_token = os.urandom(16).hex()
         self.kcm_token = os.urandom(16).hex()
+        self.scheduler_token = os.urandom(16).hex()
+        self.kwok_token = os.urandom(16).hex()
         self.server = f"https://127.0.0.1:{self.api_port}"
         self.kubeconfig = self.workdir / "kubeconfig"
         self.ca_file = self.workdir / "certs" / "apiserver.crt"
+        self.started_in = 0.0
         self._kube: Kube | None = None
         atexit.register(self.stop)
 
@@ -118,11 +233,32 @@ class ControlPlane:
             self._kube = Kube(self.server, self.admin_token, self.ca_file)
         return self._kube
 
-    def _spawn(self, name: str, args: list[str]) -> Proc:
+    @property
+    def kwok_bin_dir(self) -> Path:
+        if self._kwok_bin_dir is None:
+            self._kwok_bin_dir = toolchain.build(toolchain.TOOLSETS["kwok"])
+        return self._kwok_bin_dir
+
+    @property
+    def kubectl_path(self) -> Path:
+        """kubectl at the control plane's own version (a name of its multi-call binary)."""
+        return self.bin_dir / "kubectl"
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run ``kubectl ARGS`` as the admin against this control plane; output as text."""
+        return subprocess.run(
+            [str(self.kubectl_path), f"--kubeconfig={self.kubeconfig}", *args],
+            check=check,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def _spawn(self, name: str, args: list[str], exe: Path | None = None) -> Proc:
         log = self.workdir / f"{name}.log"
         fh = log.open("ab")
         popen = subprocess.Popen(
-            [str(self.bin_dir / name), *args],
+            [str(exe or self.bin_dir / name), *args],
             stdout=fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -134,6 +270,10 @@ class ControlPlane:
         self.procs.append(proc)
         return proc
 
+    def proc(self, name: str) -> Proc | None:
+        """The running process ``name`` (``etcd``, ``kube-apiserver``, ``kwok``, ...), if any."""
+        return next((p for p in self.procs if p.name == name), None)
+
     def _keys(self) -> None:
         """A service-account signing key pair per run (never a fixed key)."""
         key, pub = self.workdir / "sa.key", self.workdir / "sa.pub"
@@ -142,11 +282,15 @@ class ControlPlane:
             ["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub)], check=True, capture_output=True
         )
         # Static token file: one admin in system:masters (tests impersonate team members with it),
-        # and kube-controller-manager as the user a real one signs in as without
-        # --use-service-account-credentials (admission policies tell controllers by username).
+        # kube-controller-manager as the user a real one signs in as without
+        # --use-service-account-credentials (admission policies tell controllers by username),
+        # kube-scheduler as its own user with no group (the bootstrap RBAC decides what it may do),
+        # and KWOK, which stands in for the kubelets.
         (self.workdir / "tokens.csv").write_text(
             f'{self.admin_token},{ADMIN_TOKEN_USER},uid-admin,"system:masters"\n'
             f'{self.kcm_token},{KCM_USER},uid-kcm,"system:masters"\n'
+            f"{self.scheduler_token},{SCHEDULER_USER},uid-scheduler\n"
+            f'{self.kwok_token},{KWOK_USER},uid-kwok,"system:masters"\n'
         )
 
     def start_etcd(self) -> None:
@@ -198,8 +342,8 @@ class ControlPlane:
         self._spawn(
             "kube-controller-manager",
             [
-                f"--kubeconfig={self._kcm_kubeconfig()}",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--kubeconfig={self.write_kubeconfig(self.workdir / 'kcm.kubeconfig', token=self.kcm_token)}",
+                f"--controllers={','.join(self.controllers)}",
                 f"--service-account-private-key-file={self.workdir / 'sa.key'}",
                 f"--root-ca-file={self.ca_file}",
                 "--use-service-account-credentials=false",
@@ -207,12 +351,62 @@ class ControlPlane:
                 "--secure-port=0",
                 "--concurrent-resource-quota-syncs=2",
                 "--resource-quota-sync-period=10s",
+                f"--node-startup-grace-period={NODE_STARTUP_GRACE}",
                 "--v=1",
+                *self.controller_manager_args,
             ],
         )
 
-    def _kcm_kubeconfig(self) -> Path:
-        return self.write_kubeconfig(self.workdir / "kcm.kubeconfig", token=self.kcm_token)
+    def start_scheduler(self, timeout: float = 120.0) -> None:
+        """Start kube-scheduler as ``system:kube-scheduler`` and wait for its ``/healthz``.
+
+        Its kubeconfig serves for delegated authentication and authorization too (as kubeadm
+        sets it up); it serves HTTPS on a free loopback port with a self-signed certificate.
+        """
+        kc = self.write_kubeconfig(self.workdir / "scheduler.kubeconfig", token=self.scheduler_token)
+        certs = self.workdir / "scheduler-certs"
+        certs.mkdir(exist_ok=True)
+        proc = self._spawn(
+            "kube-scheduler",
+            [
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.scheduler_port}",
+                f"--cert-dir={certs}",
+                "--v=1",
+                *self.scheduler_args,
+            ],
+        )
+        url = f"https://127.0.0.1:{self.scheduler_port}/healthz"
+        self._wait("kube-scheduler /healthz", lambda: _healthz(url), timeout, proc)
+
+    def start_kwok(self, timeout: float = 120.0) -> None:
+        """Start KWOK for the nodes annotated ``kwok.x-k8s.io/node: fake`` and wait for ``/healthz``.
+
+        Its stages are KWOK's defaults (written into the ``kwok`` bin directory by the toolchain);
+        nodes keep a lease (40 s) so the node lifecycle controller sees them alive.
+        """
+        kc = self.write_kubeconfig(self.workdir / "kwok.kubeconfig", token=self.kwok_token)
+        proc = self._spawn(
+            "kwok",
+            [
+                f"--kubeconfig={kc}",
+                f"--config={self.kwok_bin_dir / 'kwok-stages.yaml'}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}={KWOK_NODE_VALUE}",
+                "--node-lease-duration-seconds=40",
+                f"--cidr={KWOK_POD_CIDR}",
+                "--node-ip=127.0.0.1",
+                f"--server-address=127.0.0.1:{self.kwok_port}",
+                *self.kwok_args,
+            ],
+            exe=self.kwok_bin_dir / "kwok",
+        )
+        url = f"http://127.0.0.1:{self.kwok_port}/healthz"
+        self._wait("kwok /healthz", lambda: _healthz(url), timeout, proc)
 
     def write_kubeconfig(self, path: Path | None = None, context: str = "gpuaas-e2e", token: str | None = None) -> Path:
         path = path or self.kubeconfig
@@ -227,20 +421,18 @@ class ControlPlane:
         path.chmod(0o600)
         return path
 
-    def _wait(self, what: str, ok: object, timeout: float, proc: Proc) -> None:
+    def _wait(self, what: str, ok: Callable[[], object], timeout: float, proc: Proc) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.popen.poll() is not None:
                 raise ControlPlaneError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}")
             with contextlib.suppress(Exception):
-                if callable(ok) and ok():
+                if ok():
                     return
             time.sleep(0.2)
         raise ControlPlaneError(f"{what} not ready after {timeout:.0f} s:\n{proc.tail()}")
 
     def _etcd_healthy(self) -> bool:
-        import urllib.request
-
         with urllib.request.urlopen(f"http://127.0.0.1:{self.etcd_port}/health", timeout=2) as r:
             return b'"true"' in r.read()
 
@@ -263,12 +455,17 @@ class ControlPlane:
             timeout,
             kcm,
         )
+        if self.with_scheduler:
+            self.start_scheduler(timeout)
+        if self.with_kwok:
+            self.start_kwok(timeout)
         self.started_in = time.monotonic() - t0
         return self
 
     def restart_apiserver(self, timeout: float = 120.0) -> None:
         """Kill and start kube-apiserver on the same port and etcd (state must survive)."""
-        api = next(p for p in self.procs if p.name == "kube-apiserver")
+        api = self.proc("kube-apiserver")
+        assert api is not None, "kube-apiserver is not running"
         # SIGKILL: a crash, not a drain (a graceful stop waits for the watches of its clients).
         api.popen.kill()
         api.popen.wait(timeout=30)
@@ -276,21 +473,33 @@ class ControlPlane:
         self.start_apiserver()
         self._wait("kube-apiserver /readyz after restart", lambda: self.kube.readyz(), timeout, self.procs[-1])
 
+    def stop_process(self, name: str, timeout: float = 15.0) -> None:
+        """Stop one program (e.g. ``kwok``: its nodes stop heartbeating); the rest keeps running."""
+        proc = self.proc(name)
+        if proc is None:
+            return
+        self._terminate([proc], timeout)
+        self.procs.remove(proc)
+
     def version(self) -> str:
         return str(self.kube.request("GET", "/version")["gitVersion"])
 
-    def stop(self) -> None:
-        for proc in reversed(self.procs):
+    @staticmethod
+    def _terminate(procs: Sequence[Proc], timeout: float) -> None:
+        for proc in procs:
             if proc.popen.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.popen.terminate()
-        for proc in reversed(self.procs):
+        for proc in procs:
             try:
-                proc.popen.wait(timeout=15)
+                proc.popen.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     proc.popen.kill()
                 proc.popen.wait(timeout=5)
+
+    def stop(self) -> None:
+        self._terminate(list(reversed(self.procs)), 15)
         self.procs.clear()
         shutil.rmtree(self.data_dir, ignore_errors=True)
         if self._own_workdir and not os.environ.get("GPUAAS_E2E_KEEP"):
@@ -298,8 +507,8 @@ class ControlPlane:
 
 
 @contextlib.contextmanager
-def running(**kw: object) -> Iterator[ControlPlane]:
-    cp = ControlPlane(**kw)  # type: ignore[arg-type]
+def running(**kw: Any) -> Iterator[ControlPlane]:
+    cp = ControlPlane(**kw)
     try:
         cp.start()
         yield cp

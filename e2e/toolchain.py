@@ -1,16 +1,22 @@
 """Build the real programs the e2e suite runs, from Go modules only, once per version.
 
 Each tool set is a small Go module under ``e2e/`` whose ``go.mod`` pins the upstream module
-(kube-apiserver, kube-controller-manager and etcd; the Pulumi engine; Kueue). ``build`` compiles
-its commands with ``go build`` into a cache outside the clone, keyed by the set's version and a
-hash of its ``go.mod``/``go.sum``/sources and the Go version, so a second run costs a stat call.
-Nothing but Go modules is downloaded (through the module proxy), and nothing built is committed.
+(the control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl in
+one multi-call binary, once per supported Kubernetes minor; the Pulumi engine; Kueue; KWOK;
+Prometheus). ``build`` compiles its commands with ``go build`` into a cache outside the clone,
+keyed by the set's version and a hash of its ``go.mod``/``go.sum``/sources and the Go version, so
+a second run costs a stat call. Nothing but Go modules is downloaded (through the module proxy),
+and nothing built is committed.
 
-    python -m e2e.toolchain build controlplane     # prints what it builds and how long it took
+    python -m e2e.toolchain build controlplane     # prints what it builds, wall and CPU time
+    python -m e2e.toolchain build controlplane-1.35
     python -m e2e.toolchain path controlplane      # the bin directory (builds first if needed)
-    python -m e2e.toolchain gomod controlplane     # regenerate go.mod from the pinned tag's own
+    python -m e2e.toolchain gomod controlplane --kubernetes v1.35.4   # regenerate that minor's go.mod
 
-The cache is ``$GPUAAS_TOOLS_CACHE`` or ``~/.cache/gpuaas-tools``.
+``controlplane`` is the minor ``$GPUAAS_E2E_KUBERNETES`` names (``make e2e KUBERNETES=1.35``), or
+the default (:data:`DEFAULT_KUBERNETES`). One module directory (``e2e/controlplane``) serves every
+minor: the default's ``go.mod``, another minor's ``go.<minor>.mod`` (``go build -modfile``), the
+same sources. The cache is ``$GPUAAS_TOOLS_CACHE`` or ``~/.cache/gpuaas-tools``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -42,6 +49,13 @@ class Target:
     # Set for a file that is copied from the Go module cache instead of built (a script that
     # upstream ships next to a binary): returns its path there.
     copy_from: Callable[[ToolSet], Path] | None = None
+    # Set for a file written from what the module holds (KWOK's default stages): its text.
+    render: Callable[[ToolSet], str] | None = None
+    # Names this binary also answers to (a multi-call binary dispatching on argv[0]): symlinks
+    # to it in the bin directory.
+    links: tuple[str, ...] = ()
+    # Go build tags (``go build -tags``).
+    tags: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +74,20 @@ class ToolSet:
     generated: tuple[str, ...] = ()
     # Files outside the module that decide a target too (requirements.txt's SDK pin).
     key_files: tuple[Path, ...] = ()
+    # The go.mod this set builds with, in module_dir: another than ``go.mod`` is passed as
+    # ``-modfile`` (its go.sum is the same name with ``.sum``), so several sets share one
+    # directory of sources (the control plane of each Kubernetes minor).
+    modfile: str = "go.mod"
+    # The set's name in the cache directory (default: ``name``); the version follows it.
+    cache_name: str = ""
+
+    @property
+    def modflags(self) -> list[str]:
+        return [] if self.modfile == "go.mod" else [f"-modfile={self.modfile}"]
+
+    @property
+    def sumfile(self) -> str:
+        return self.modfile.removesuffix(".mod") + ".sum"
 
 
 def _k8s_stamp(v: dict[str, str]) -> list[str]:
@@ -73,11 +101,6 @@ def _k8s_stamp(v: dict[str, str]) -> list[str]:
         f"-X {base}.gitTreeState=clean",
         f"-X {base}.buildDate=1970-01-01T00:00:00Z",
     ]
-
-
-def _etcd_stamp(v: dict[str, str]) -> list[str]:
-    # etcd reports version.Version, a constant in go.etcd.io/etcd/api/v3/version: the module's own.
-    return []
 
 
 def _kueue_stamp(v: dict[str, str]) -> list[str]:
@@ -144,7 +167,7 @@ K8S_PROVIDER_EMBEDS = (
 def _k8s_provider_embeds(ts: ToolSet) -> None:
     """Write what upstream's generate.go writes: the schema with the release version set, and the
     Terraform mapping, both re-serialised from the module's committed JSON."""
-    v = required_versions(ts.module_dir)
+    v = required_versions(ts)
     src = (
         Path(_download_json(K8S_PROVIDER, v[K8S_PROVIDER], ts.module_dir)["Dir"]) / "cmd" / "pulumi-resource-kubernetes"
     )
@@ -155,17 +178,83 @@ def _k8s_provider_embeds(ts: ToolSet) -> None:
         (ts.module_dir / rel).write_text(json.dumps(doc, separators=(",", ":")))
 
 
-TOOLSETS: dict[str, ToolSet] = {
-    "controlplane": ToolSet(
-        name="controlplane",
+# The Kubernetes minors the e2e control plane is built for, each with its go.mod in
+# e2e/controlplane (generated by `gomod controlplane --kubernetes vX.Y.Z`): the newest supported
+# minor by default, and the oldest supported one for the `every_minor` part of the suite.
+KUBERNETES_MODFILES = {"1.37": "go.mod", "1.35": "go.1.35.mod"}
+DEFAULT_KUBERNETES = "1.37"
+# Which minor ``controlplane`` (and ControlPlane() without a bin_dir) means: `make KUBERNETES=1.35`.
+KUBERNETES_ENV = "GPUAAS_E2E_KUBERNETES"
+# The names the control plane's multi-call binary answers to (e2e/controlplane/cmd/kube).
+CONTROLPLANE_TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+def kubernetes_minor(minor: str | None = None) -> str:
+    """``minor``, else ``$GPUAAS_E2E_KUBERNETES``, else the default; a ``v`` and a patch are dropped."""
+    raw = minor or os.environ.get(KUBERNETES_ENV) or DEFAULT_KUBERNETES
+    want = ".".join(raw.strip().lstrip("v").split(".")[:2])
+    if want not in KUBERNETES_MODFILES:
+        known = ", ".join(sorted(KUBERNETES_MODFILES))
+        raise SystemExit(f"toolchain: no control plane for Kubernetes {raw!r} (built for: {known})")
+    return want
+
+
+def _controlplane(minor: str) -> ToolSet:
+    return ToolSet(
+        name=f"controlplane-{minor}",
+        cache_name="controlplane",
         module_dir=E2E / "controlplane",
         version_of="k8s.io/kubernetes",
-        targets=(
-            Target("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", _k8s_stamp),
-            Target("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", _k8s_stamp),
-            Target("etcd", "./cmd/etcd", _etcd_stamp),
-        ),
-    ),
+        # One binary (one link, one copy of the shared packages) for all five programs.
+        targets=(Target("kube", "./cmd/kube", _k8s_stamp, links=CONTROLPLANE_TOOLS),),
+        modfile=KUBERNETES_MODFILES[minor],
+    )
+
+
+def controlplane(minor: str | None = None) -> ToolSet:
+    """The control-plane tool set of ``minor`` (see :func:`kubernetes_minor`)."""
+    return TOOLSETS[f"controlplane-{kubernetes_minor(minor)}"]
+
+
+KWOK = "sigs.k8s.io/kwok"
+# The stages kwokctl gives a kwok it starts when no Stage is configured (pkg/kwokctl/runtime/
+# cluster.go, getDefaultNodeStages / getDefaultPodStages; the heartbeat with a lease, as for
+# --node-lease-duration-seconds > 0): nodes become Ready, pods on them Running, Job pods
+# Succeeded, deleted pods go. The `kwok` binary alone loads stages only from --config.
+KWOK_DEFAULT_STAGES = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-complete.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+)
+
+
+def _kwok_stages(ts: ToolSet) -> str:
+    src = Path(_download_json(KWOK, pinned_version(ts), ts.module_dir)["Dir"])
+    docs = [(src / f).read_text().strip() for f in KWOK_DEFAULT_STAGES]
+    head = f"# KWOK {pinned_version(ts)}'s default stages ({', '.join(KWOK_DEFAULT_STAGES)})\n"
+    return head + "\n---\n".join(d.removeprefix("---").strip() for d in docs) + "\n"
+
+
+PROMETHEUS = "github.com/prometheus/prometheus"
+
+
+def _prometheus_stamp(v: dict[str, str]) -> list[str]:
+    # What .promu.yml stamps; the release (3.16.0) is the module's VERSION file (v0.316.0).
+    release = (Path(_download_json(PROMETHEUS, v[PROMETHEUS], E2E / "prometheus")["Dir"]) / "VERSION").read_text()
+    base = "github.com/prometheus/common/version"
+    return [f"-X {base}.Version={release.strip()}", f"-X {base}.Branch=HEAD", f"-X {base}.BuildDate=19700101-00:00:00"]
+
+
+# Prometheus's build tags: `remove_all_sd` leaves out every service-discovery plugin but file and
+# http (plugins/plugin_*.go; promtool still imports kubernetes SD itself). No `builtinassets`:
+# the web UI is built by npm into web/ui/static, which the module zip lacks; the API, what the
+# tests use, needs no assets.
+PROMETHEUS_TAGS = ("remove_all_sd",)
+
+TOOLSETS: dict[str, ToolSet] = {
+    **{f"controlplane-{m}": _controlplane(m) for m in KUBERNETES_MODFILES},
     # Kueue's controller manager (sigs.k8s.io/kueue v0.19.2: its go.mod has no replace lines to copy).
     "kueue": ToolSet(
         name="kueue",
@@ -195,6 +284,25 @@ TOOLSETS: dict[str, ToolSet] = {
         prepare=_k8s_provider_embeds,
         generated=K8S_PROVIDER_EMBEDS,
     ),
+    # KWOK's controller (sigs.k8s.io/kwok v0.8.0, cmd/kwok) and the default stages it runs with.
+    "kwok": ToolSet(
+        name="kwok",
+        module_dir=E2E / "kwok",
+        version_of=KWOK,
+        targets=(
+            Target("kwok", f"{KWOK}/cmd/kwok"),
+            Target("kwok-stages.yaml", "", render=_kwok_stages),
+        ),
+    ),
+    "prometheus": ToolSet(
+        name="prometheus",
+        module_dir=E2E / "prometheus",
+        version_of=PROMETHEUS,
+        targets=(
+            Target("promtool", f"{PROMETHEUS}/cmd/promtool", _prometheus_stamp, tags=PROMETHEUS_TAGS),
+            Target("prometheus", f"{PROMETHEUS}/cmd/prometheus", _prometheus_stamp, tags=PROMETHEUS_TAGS),
+        ),
+    ),
 }
 
 
@@ -211,11 +319,11 @@ def go_env() -> dict[str, str]:
     return env
 
 
-def required_versions(module_dir: Path) -> dict[str, str]:
-    """Module path -> version of every requirement in go.mod (the replace targets win)."""
+def required_versions(ts: ToolSet) -> dict[str, str]:
+    """Module path -> version of every requirement in the set's go.mod (the replace targets win)."""
     out = subprocess.run(
-        ["go", "list", "-m", "-json", "all"],
-        cwd=module_dir,
+        ["go", "list", *ts.modflags, "-m", "-json", "all"],
+        cwd=ts.module_dir,
         env=go_env(),
         check=True,
         capture_output=True,
@@ -252,48 +360,73 @@ def _go_version() -> str:
 
 
 def cache_key(ts: ToolSet) -> str:
-    """A hash of everything that decides the binaries: go.mod, go.sum, our sources, Go itself."""
+    """A hash of everything that decides the binaries: the set's go.mod and go.sum, our sources
+    and build settings (targets, tags, links), Go itself."""
     h = hashlib.sha256(_go_version().encode())
     skip = {ts.module_dir / g for g in ts.generated}
     for f in sorted(ts.module_dir.rglob("*")):
-        if f.is_file() and f.suffix in {".mod", ".sum", ".go", ".json"} and f not in skip:
+        if f in skip or not f.is_file():
+            continue
+        if f.suffix in {".go", ".json"} or f.name in {ts.modfile, ts.sumfile}:
             h.update(str(f.relative_to(ts.module_dir)).encode())
             h.update(f.read_bytes())
     for f in ts.key_files:
         h.update(f.name.encode())
         h.update(f.read_bytes())
+    # Links and tags change what is built from the same files (hashed only where set, so the
+    # keys of the sets without them stay as they were).
+    extras = [(t.name, t.links, t.tags) for t in ts.targets if t.links or t.tags]
+    if extras:
+        h.update(repr(extras).encode())
     return h.hexdigest()[:12]
 
 
 def pinned_version(ts: ToolSet) -> str:
-    """The version the set is named for, read from go.mod without running go (cheap)."""
-    text = (ts.module_dir / "go.mod").read_text()
+    """The version the set is named for, read from its go.mod without running go (cheap)."""
+    text = (ts.module_dir / ts.modfile).read_text()
     m = re.search(rf"^\s*(?:require\s+)?{re.escape(ts.version_of)}\s+(v\S+)", text, re.M)
     if not m:
-        raise SystemExit(f"toolchain: {ts.module_dir}/go.mod does not require {ts.version_of}")
+        raise SystemExit(f"toolchain: {ts.module_dir}/{ts.modfile} does not require {ts.version_of}")
     return m.group(1)
 
 
 def bin_dir(ts: ToolSet) -> Path:
-    return cache_root() / f"{ts.name}-{pinned_version(ts)}-{cache_key(ts)}" / "bin"
+    return cache_root() / f"{ts.cache_name or ts.name}-{pinned_version(ts)}-{cache_key(ts)}" / "bin"
+
+
+def _names(ts: ToolSet) -> list[str]:
+    return [n for t in ts.targets for n in (t.name, *t.links)]
+
+
+def _cpu_of_children() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def build(ts: ToolSet) -> Path:
-    """Build every target of ``ts`` that the cache lacks; return the bin directory."""
+    """Build every target of ``ts`` that the cache lacks; return the bin directory.
+
+    Prints each binary's wall and CPU time (user + system of go and the compilers and linker it
+    ran): on a shared machine the CPU time is the figure to compare.
+    """
     out = bin_dir(ts)
-    missing = [t for t in ts.targets if not (out / t.name).is_file()]
-    if not missing:
+    if all((out / n).is_file() for n in _names(ts)):
         say(f"{ts.name} {pinned_version(ts)}: cached in {out}")
         return out
     if shutil.which("go") is None:
         raise SystemExit("toolchain: no `go` on PATH; the e2e tools are built from Go modules")
-    versions = required_versions(ts.module_dir)
+    total, total_cpu = time.monotonic(), _cpu_of_children()
+    versions = required_versions(ts)
     tmp = out.parent / "bin.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True, exist_ok=True)
-    total = time.monotonic()
     if ts.prepare is not None:
         ts.prepare(ts)
-    for t in missing:
+    for t in ts.targets:
+        if t.render is not None:
+            (tmp / t.name).write_text(t.render(ts))
+            say(f"wrote {t.name}")
+            continue
         if t.copy_from is not None:
             src = t.copy_from(ts)
             shutil.copyfile(src, tmp / t.name)
@@ -301,20 +434,30 @@ def build(ts: ToolSet) -> Path:
             say(f"copied {t.name} from {src}")
             continue
         say(f"building {t.name} ({t.package} @ {versions.get(ts.version_of, '?')}) ...")
-        start = time.monotonic()
+        start, cpu = time.monotonic(), _cpu_of_children()
         ldflags = " ".join(["-s", "-w", *t.ldflags(versions)])
-        cmd = ["go", "build", "-trimpath", "-pgo=off", "-ldflags", ldflags, "-o", str(tmp / t.name), t.package]
-        env = go_env() | ts.env
-        res = subprocess.run(cmd, cwd=ts.module_dir, env=env)
+        cmd = ["go", "build", *ts.modflags, "-trimpath", "-pgo=off", "-ldflags", ldflags]
+        if t.tags:
+            cmd += ["-tags", ",".join(t.tags)]
+        cmd += ["-o", str(tmp / t.name), t.package]
+        res = subprocess.run(cmd, cwd=ts.module_dir, env=go_env() | ts.env)
         if res.returncode != 0:
             raise SystemExit(f"toolchain: go build of {t.package} failed (exit {res.returncode})")
         size = (tmp / t.name).stat().st_size / 2**20
-        say(f"built {t.name} in {time.monotonic() - start:.0f} s ({size:.0f} MiB)")
+        say(
+            f"built {t.name} in {time.monotonic() - start:.0f} s wall, "
+            f"{_cpu_of_children() - cpu:.0f} s CPU ({size:.0f} MiB)"
+        )
+        for link in t.links:
+            (tmp / link).symlink_to(t.name)
     out.mkdir(parents=True, exist_ok=True)
-    for t in missing:
-        os.replace(tmp / t.name, out / t.name)
+    for n in _names(ts):
+        os.replace(tmp / n, out / n)
     shutil.rmtree(tmp, ignore_errors=True)
-    say(f"{ts.name}: {len(missing)} binaries in {time.monotonic() - total:.0f} s -> {out}")
+    say(
+        f"{ts.name}: {', '.join(_names(ts))} in {time.monotonic() - total:.0f} s wall, "
+        f"{_cpu_of_children() - total_cpu:.0f} s CPU -> {out}"
+    )
     return out
 
 
@@ -348,7 +491,13 @@ def staging_replaces(upstream_gomod: str, version: str) -> list[tuple[str, str]]
 
 
 def write_controlplane_gomod(version: str) -> None:
-    ts = TOOLSETS["controlplane"]
+    """Write the go.mod (and go.sum) of the control plane of ``version``'s minor from the tag's own.
+
+    It requires k8s.io/kubernetes at ``version`` and etcd's server at the version that tag pins,
+    and replaces every staging module with its published version; ``go mod tidy`` adds the rest
+    from what cmd/kube imports.
+    """
+    ts = controlplane(version)
     info = _download_json("k8s.io/kubernetes", version, ts.module_dir)
     upstream = Path(info["GoMod"]).read_text()
     go_line = re.search(r"^go (\S+)$", upstream, re.M)
@@ -358,8 +507,8 @@ def write_controlplane_gomod(version: str) -> None:
         raise SystemExit("toolchain: unexpected k8s.io/kubernetes go.mod (no go line or etcd server pin)")
     reps = staging_replaces(upstream, version)
     lines = [
-        "// Generated by `python -m e2e.toolchain gomod controlplane` from k8s.io/kubernetes@"
-        f"{version}'s own go.mod: do not edit by hand.",
+        f"// Generated by `python -m e2e.toolchain gomod controlplane --kubernetes {version}` from",
+        f"// k8s.io/kubernetes@{version}'s own go.mod: do not edit by hand.",
         "module gpuaas.local/e2e/controlplane",
         "",
         f"go {go_line.group(1)}",
@@ -378,30 +527,47 @@ def write_controlplane_gomod(version: str) -> None:
         ")",
         "",
     ]
-    (ts.module_dir / "go.mod").write_text("\n".join(lines))
+    (ts.module_dir / ts.modfile).write_text("\n".join(lines))
+    (ts.module_dir / ts.sumfile).touch()
     env = go_env() | {"GOFLAGS": "-mod=mod"}
-    subprocess.run(["go", "mod", "tidy"], cwd=ts.module_dir, env=env, check=True)
-    say(f"go.mod: k8s.io/kubernetes {version}, etcd server {etcd.group(1)}, {len(reps)} staging replaces")
+    subprocess.run(["go", "mod", "tidy", *ts.modflags], cwd=ts.module_dir, env=env, check=True)
+    say(f"{ts.modfile}: k8s.io/kubernetes {version}, etcd server {etcd.group(1)}, {len(reps)} staging replaces")
+
+
+def toolset(name: str) -> ToolSet:
+    """A set by name; ``controlplane`` is the minor :func:`kubernetes_minor` selects."""
+    return controlplane() if name == "controlplane" else TOOLSETS[name]
+
+
+def e2e_sets() -> list[ToolSet]:
+    """What ``build all`` builds: every set, but only the selected minor's control plane when
+    ``$GPUAAS_E2E_KUBERNETES`` names one (else every minor's: the default ``make e2e`` runs both)."""
+    chosen = os.environ.get(KUBERNETES_ENV)
+    keep = {controlplane().name} if chosen else {f"controlplane-{m}" for m in KUBERNETES_MODFILES}
+    return [ts for name, ts in TOOLSETS.items() if not name.startswith("controlplane-") or name in keep]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m e2e.toolchain", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
+    names = ["controlplane", *sorted(TOOLSETS)]
     for name in ("build", "path"):
         p = sub.add_parser(name)
-        p.add_argument("set", choices=[*sorted(TOOLSETS), *(["all"] if name == "build" else [])])
+        p.add_argument("set", choices=[*names, *(["all"] if name == "build" else [])])
     g = sub.add_parser("gomod")
     g.add_argument("set", choices=["controlplane"])
-    g.add_argument("--kubernetes", default=None, help="the k8s.io/kubernetes tag (default: go.mod's)")
+    g.add_argument(
+        "--kubernetes", default=None, help="the k8s.io/kubernetes tag (default: the selected minor's go.mod pin)"
+    )
     args = ap.parse_args(argv)
     if args.cmd == "gomod":
-        write_controlplane_gomod(args.kubernetes or pinned_version(TOOLSETS["controlplane"]))
+        write_controlplane_gomod(args.kubernetes or pinned_version(controlplane()))
         return 0
     if args.set == "all":
-        for ts in TOOLSETS.values():
+        for ts in e2e_sets():
             build(ts)
         return 0
-    out = build(TOOLSETS[args.set])
+    out = build(toolset(args.set))
     if args.cmd == "path":
         print(out)
     return 0

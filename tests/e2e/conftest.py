@@ -1,7 +1,10 @@
 """The real control plane for the e2e tests: one per session, plus one per stack's applied plan.
 
 Every test under ``tests/e2e`` is marked ``e2e`` (``make unit`` leaves them out, ``make e2e``
-runs only them; ``make test`` runs both). The binaries come from ``e2e/toolchain.py`` (built from
+runs only them; ``make test`` runs both). The control plane is Kubernetes ``$GPUAAS_E2E_KUBERNETES``
+(``make e2e KUBERNETES=1.35``; default the newest supported minor); ``make e2e`` runs the whole
+suite on the newest and the tests marked ``every_minor`` (plan apply, isolation, quota) on the
+oldest too. The binaries come from ``e2e/toolchain.py`` (built from
 Go modules, cached by version); ``make e2e-tools`` builds them before pytest starts, so a cold
 build prints its progress instead of hiding inside a fixture.
 """

@@ -20,6 +20,9 @@ from e2e.plan_apply import planned_objects
 from tests.conftest import raw_stack
 from tests.e2e.conftest import AppliedStack, wait_until_refused
 
+# Also run on the oldest supported Kubernetes minor (`make e2e`; pyproject.toml's markers).
+pytestmark = pytest.mark.every_minor
+
 CFG: StackConfig = parse_config(raw_stack("aks"))
 TEAMS = {t.name: t for t in CFG.teams if t.partition is not None}
 POOL = {name: t.partition.node_pool for name, t in TEAMS.items()}  # type: ignore[union-attr]

@@ -143,6 +143,7 @@ def test_team_member_claims_its_own_devices(dra_cluster: DraCluster) -> None:
     assert kube.create(template, as_=RESEARCHER)["metadata"]["uid"]
 
 
+@pytest.mark.every_minor  # quota: also on the oldest supported minor
 def test_claim_beyond_the_device_quota_is_refused_by_quota_admission(dra_cluster: DraCluster) -> None:
     kube = dra_cluster.kube
     key = dra.device_quota_key(dra.mig_class("4g.40gb"))

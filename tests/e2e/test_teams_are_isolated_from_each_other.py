@@ -31,6 +31,9 @@ from e2e.kube import ApiError, Identity, Kube
 from tests.conftest import raw_stack
 from tests.e2e.conftest import AppliedStack, wait_until_refused
 
+# Also run on the oldest supported Kubernetes minor (`make e2e`; pyproject.toml's markers).
+pytestmark = pytest.mark.every_minor
+
 CFG: StackConfig = parse_config(raw_stack("onprem"))
 TEAMS = {t.name: t for t in CFG.teams}
 PAIRS = [(a, b) for a, b in itertools.permutations(TEAMS, 2)]
