@@ -103,6 +103,7 @@ class SystemPool(Model):
 
     name: AksPoolName = "system"
     vm_size: AzureVmSize = "Standard_D8ds_v5"
+    #: One OS SKU for the whole cluster; ``Ubuntu2204`` runs up to Kubernetes 1.36 (components/rules/versions.py).
     os_sku: Literal["Ubuntu2204", "Ubuntu2404"] = "Ubuntu2204"
     min_count: int = 1
     max_count: PositiveInt = 3
@@ -113,7 +114,9 @@ class GpuPool(GpuSharing):
 
     name: AksPoolName
     vm_size: str = "Standard_ND96isr_H100_v5"
-    #: Pinned because NVIDIA's DOCA and driver images are built per OS release.
+    #: Pinned because NVIDIA's DOCA and driver images are built per OS release. ``Ubuntu2204`` runs
+    #: up to Kubernetes 1.36, ``Ubuntu2404`` from 1.32 to 1.38; every pool runs the same one
+    #: (components/rules/versions.py; README, "Upgrading Kubernetes").
     os_sku: Literal["Ubuntu2204", "Ubuntu2404"] = "Ubuntu2204"
     min_count: NonNegativeInt = 0
     max_count: PositiveInt = 2
