@@ -2,6 +2,7 @@
 
 import pulumi
 
+from components.guards.gate import FORMAT, FORMAT_KEY, STACK_KEY
 from components.loader import load_config, todays_date
 from components.platform import Platform
 
@@ -14,3 +15,6 @@ platform = Platform("gpuaas", cfg, today=today)
 pulumi.export("platform", cfg.platform.kind)
 for key, value in platform.exports.items():
     pulumi.export(key, value)
+# Whose outputs these are, and their format: what a day-2 guard's --previous file is checked by.
+pulumi.export(STACK_KEY, pulumi.get_stack())
+pulumi.export(FORMAT_KEY, FORMAT)

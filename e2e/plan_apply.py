@@ -26,24 +26,27 @@ import yaml
 from components.model import versions
 from components.plan.offline import Record, Run
 from components.plan.writer import HELM_RELEASE, manifest
+from e2e import upstream
 from e2e.kube import ApiError, Kube, Obj
 
 ROOT = Path(__file__).resolve().parent.parent
-UPSTREAM = ROOT.parent / "shared" / "upstream"
+UPSTREAM = upstream.upstream_dir()
 
 
-#: Where the CRDs of each chart we install live in ../shared/upstream, newest pinned first.
+#: Where the CRDs of each chart we install live in the upstream folder, newest pinned first; each
+#: file checked against its upstream blob id (e2e/upstream.py).
 def crd_roots() -> list[Path]:
+    root = upstream.root()
     return [
-        UPSTREAM / "network-operator" / versions.NETWORK_OPERATOR_CHART,
-        UPSTREAM / "gpu-operator" / versions.GPU_OPERATOR_CHART,
-        UPSTREAM / "multus" / "crds",
-        UPSTREAM / "kueue",
+        root / "network-operator" / versions.NETWORK_OPERATOR_CHART,
+        root / "gpu-operator" / versions.GPU_OPERATOR_CHART,
+        root / "multus" / "crds",
+        root / "kueue",
     ]
 
 
 def upstream_available() -> bool:
-    return UPSTREAM.is_dir()
+    return upstream.present()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,8 @@ from components.model import kubernetes, versions
 from components.model.errors import ConfigError
 from components.plan.writer import main
 from components.rules.versions import support_warnings
-from tests.conftest import ROOT, UPSTREAM, raw_stack
+from e2e.upstream import CheckedPath
+from tests.conftest import ROOT, raw_stack
 from tests.rules.test_config_rules import Edit, _del, _set
 
 TODAY = date(2026, 12, 1)
@@ -240,12 +241,12 @@ def test_an_unreadable_constraint_is_an_error_not_a_pass() -> None:
         kubernetes.satisfies("1.36.0", ">= one.two")
 
 
-def _charts_declaring_kube_version() -> dict[tuple[str, str], str]:
-    root = UPSTREAM / "charts"
-    assert root.is_dir(), f"the upstream charts are expected in {root} (../shared/upstream/charts)"
+def _charts_declaring_kube_version(upstream: CheckedPath) -> dict[tuple[str, str], str]:
+    """Every Chart.yaml under the upstream folder's ``charts/`` (each read checked as upstream's)."""
+    root = Path(upstream) / "charts"
     found: dict[tuple[str, str], str] = {}
     for chart in sorted(root.glob("**/Chart.yaml")):
-        meta = yaml.safe_load(chart.read_text())
+        meta = yaml.safe_load((upstream / chart.relative_to(Path(upstream))).read_text())
         top = chart.parent.parent == root
         # A top-level chart by the release tag gpuaas pins (its folder, <name>-<tag>: the Chart.yaml of a
         # tag may say v1.0.0-devel); a subchart by its Chart.yaml version.
@@ -255,14 +256,15 @@ def _charts_declaring_kube_version() -> dict[tuple[str, str], str]:
     return found
 
 
-def test_the_chart_table_is_what_the_real_charts_declare() -> None:
-    """Every Chart.yaml in ../shared/upstream/charts that declares kubeVersion, and nothing else."""
-    assert _charts_declaring_kube_version() == kubernetes.CHART_KUBE_VERSIONS
+def test_the_chart_table_is_what_the_real_charts_declare(upstream: CheckedPath) -> None:
+    """Every Chart.yaml in the upstream charts that declares kubeVersion, and nothing else."""
+    assert _charts_declaring_kube_version(upstream) == kubernetes.CHART_KUBE_VERSIONS
 
 
-def test_every_supported_minor_meets_every_real_chart_constraint() -> None:
+def test_every_supported_minor_meets_every_real_chart_constraint(upstream: CheckedPath) -> None:
     """The charts we deploy install on every minor a stack may run; HAMi's DRA driver needs 1.34+."""
-    real = _charts_declaring_kube_version()
+    real = _charts_declaring_kube_version(upstream)
+    assert real, "the upstream charts declare kubeVersion constraints"
     for minor in kubernetes.supported(kubernetes.REVIEWED, aks=False):
         for (chart, version), constraint in real.items():
             assert kubernetes.satisfies(f"{minor.name}.0", constraint), (chart, version, constraint, minor.name)
