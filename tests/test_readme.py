@@ -113,7 +113,8 @@ def test_readme_support_table_is_the_models() -> None:
         line.strip("|").split(" | ") for line in _kubernetes_section().splitlines() if re.match(r"^\| 1\.\d+ \|", line)
     ]
     want = [
-        [s.name, str(s.end_of_life), str(s.aks_ga or "—"), str(s.aks_end_of_support or "—")] for s in kubernetes.MINORS
+        [s.name, str(s.end_of_life), str(s.aks_ga or "—"), str(s.aks_end_of_support or "—"), s.source]
+        for s in kubernetes.MINORS
     ]
     assert [[c.strip() for c in r] for r in rows] == want
 

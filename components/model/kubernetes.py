@@ -54,6 +54,8 @@ class Support:
     end_of_life: date
     aks_ga: date | None = None
     aks_end_of_support: date | None = None
+    #: Where this row's AKS dates come from (the upstream date is always kubernetes.io/releases).
+    source: str = "AKS calendar"
 
     @property
     def name(self) -> str:
@@ -65,9 +67,13 @@ MINORS: Final[tuple[Support, ...]] = (
     Support((1, 32), date(2026, 2, 28), date(2025, 4, 30), date(2026, 3, 31)),
     Support((1, 33), date(2026, 6, 28), date(2025, 6, 30), date(2026, 7, 31)),
     Support((1, 34), date(2026, 10, 28), date(2025, 11, 30), date(2026, 11, 30)),
-    Support((1, 35), date(2027, 2, 28), date(2026, 3, 5), date(2027, 3, 31)),
-    Support((1, 36), date(2027, 6, 28), date(2026, 6, 19), date(2027, 6, 30)),
-    Support((1, 37), date(2027, 10, 28), date(2026, 10, 31), date(2027, 10, 31)),
+    Support(
+        (1, 35), date(2027, 2, 28), date(2026, 3, 5), date(2027, 3, 31), "AKS calendar; GA: release notes 2026-03-05"
+    ),
+    Support(
+        (1, 36), date(2027, 6, 28), date(2026, 6, 19), date(2027, 6, 30), "AKS calendar; GA: release notes 2026-06-19"
+    ),
+    Support((1, 37), date(2027, 10, 28), date(2026, 10, 31), date(2027, 10, 31), "AKS calendar (GA planned Oct 2026)"),
 )
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?$")
