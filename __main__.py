@@ -3,11 +3,14 @@
 import pulumi
 
 from components.guards.gate import FORMAT, FORMAT_KEY, STACK_KEY
-from components.loader import load_config
+from components.loader import load_config, todays_date
 from components.platform import Platform
 
-cfg = load_config()
-platform = Platform("gpuaas", cfg)
+# The one read of the clock: the Kubernetes version rule judges support dates by it (warnings on
+# the console, refusals before anything is sent); no resource depends on it.
+today = todays_date()
+cfg = load_config(today)
+platform = Platform("gpuaas", cfg, today=today)
 
 pulumi.export("platform", cfg.platform.kind)
 for key, value in platform.exports.items():

@@ -82,6 +82,7 @@ def synthetic_config(nodes: int, teams: int, vfs: int = 6, elastic: bool = False
         **({"gpuaas:queues": {"elastic": True}} if elastic else {}),
         "gpuaas:platform": {
             "kind": "onprem",
+            "kubernetesVersion": "1.37.2",
             "nodeGroups": groups,
             "nodes": [
                 {"name": f"node-{i:04d}", "id": i + 1, "nodeGroup": groups[i % GROUPS]["name"]} for i in range(nodes)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import datetime
 import json
+import os
 import re
 import types
 import typing
@@ -20,12 +22,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from components.model import yamlfile
+from components.model import kubernetes, yamlfile
 from components.model.azure_grammar import normal_location
 from components.model.config import StackConfig
 from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
 from components.model.grammar import control_character_issues
 from components.rules import check
+from components.rules.versions import support_warnings
 
 NAMESPACE = "gpuaas"
 
@@ -130,8 +133,11 @@ def render_located(err: ConfigError, file: Path) -> str:
 # The config
 
 
-def parse_config(raw: Mapping[str, Any]) -> StackConfig:
-    """Validate ``raw`` (the ``gpuaas:*`` keys without their prefix) into a :class:`StackConfig`."""
+def parse_config(raw: Mapping[str, Any], today: datetime.date = kubernetes.REVIEWED) -> StackConfig:
+    """Validate ``raw`` (the ``gpuaas:*`` keys without their prefix) into a :class:`StackConfig`.
+
+    ``today`` judges the Kubernetes version's support dates (:mod:`components.rules.versions`).
+    """
     booleans = list(_booleans(dict(raw), StackConfig))
     controls = sorted(set(control_character_issues(dict(raw))) | {issue for _loc, issue in booleans})
     if booleans:  # checked without them: a boolean taken as 1 would only invent other problems
@@ -142,8 +148,8 @@ def parse_config(raw: Mapping[str, Any]) -> StackConfig:
         cfg = StackConfig.model_validate(dict(raw))
     except ValidationError as err:
         issues = from_validation_error(err, allowed_keys())
-        raise ConfigError(_merge(controls, set(issues) | set(_rules_beside(raw, err)))) from None
-    issues = check(cfg)
+        raise ConfigError(_merge(controls, set(issues) | set(_rules_beside(raw, err, today)))) from None
+    issues = check(cfg, today)
     if issues or controls:
         raise ConfigError(_merge(controls, issues))
     return cfg
@@ -226,7 +232,7 @@ def _merge(first: list[Issue], rest: Any) -> list[Issue]:
     return sorted(set(first) | {i for i in rest if i.path not in taken})
 
 
-def parse_stack(config: Mapping[str, Any]) -> StackConfig:
+def parse_stack(config: Mapping[str, Any], today: datetime.date = kubernetes.REVIEWED) -> StackConfig:
     """:func:`parse_config` on a stack's whole config map, plus what spans namespaces.
 
     ``azure-native:location`` is the provider's default region; a stack whose AKS platform says
@@ -235,7 +241,7 @@ def parse_stack(config: Mapping[str, Any]) -> StackConfig:
     """
     issues: list[Issue] = []
     try:
-        cfg = parse_config(gpuaas_section(config))
+        cfg = parse_config(gpuaas_section(config), today)
     except ConfigError as err:
         issues = list(err.issues)
         cfg = None
@@ -261,7 +267,7 @@ def parse_stack(config: Mapping[str, Any]) -> StackConfig:
     return cfg
 
 
-def _rules_beside(raw: Mapping[str, Any], err: ValidationError, rounds: int = 6) -> list[Issue]:
+def _rules_beside(raw: Mapping[str, Any], err: ValidationError, today: datetime.date, rounds: int = 6) -> list[Issue]:
     """Cross-field issues elsewhere in a config that also has structural errors.
 
     Each bad value is pruned (a required one takes its parent with it) and the rest is checked,
@@ -292,7 +298,7 @@ def _rules_beside(raw: Mapping[str, Any], err: ValidationError, rounds: int = 6)
         fleet_pruned = any(s.startswith("gpuaas:platform") for s in scopes)
         return [
             i
-            for i in check(cfg)
+            for i in check(cfg, today)
             if not any(i.path.startswith(s) for s in scopes)
             and "[*]" not in i.path
             and not (fleet_pruned and ".quota." in i.path)
@@ -360,8 +366,33 @@ def raw_from_pulumi() -> dict[str, Any]:
     return raw
 
 
-def load_config() -> StackConfig:
-    """Parse the running stack's config or stop the program with every problem listed."""
+#: ``YYYY-MM-DD``: the date the version rule judges by instead of the clock (e.g. to see what a
+#: stack's version will meet in two months); the plan's files never depend on it.
+TODAY_ENV = "GPUAAS_TODAY"
+
+
+def todays_date() -> datetime.date:
+    """Today's date for the version rule: ``$GPUAAS_TODAY`` if set, else the clock (``__main__.py`` calls it once)."""
+    # Imported here, not at the top: parse_config (the plan, the tests, the benchmarks) must not load the SDK.
+    import pulumi
+
+    text = os.environ.get(TODAY_ENV)
+    if text is None:
+        return datetime.date.today()
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise pulumi.RunError(
+            ConfigError([Issue(TODAY_ENV, f"{text!r} is not a date; write YYYY-MM-DD, e.g. 2026-12-01")]).render()
+        ) from None
+
+
+def load_config(today: datetime.date) -> StackConfig:
+    """Parse the running stack's config or stop the program with every problem listed.
+
+    ``today`` judges the Kubernetes version's support dates; a version near its end is warned about
+    on the console (``pulumi.log.warn``), never in a resource.
+    """
     # Imported here, not at the top: parse_config (the plan, the tests, the benchmarks) must not load the SDK.
     import pulumi
     from pulumi.runtime import config as runtime_config
@@ -372,6 +403,9 @@ def load_config() -> StackConfig:
         config = {f"{NAMESPACE}:{k}": v for k, v in raw.items()}
         if isinstance(provider, str):
             config["azure-native:location"] = provider
-        return parse_stack(config)
+        cfg = parse_stack(config, today)
     except ConfigError as err:
         raise pulumi.RunError(err.render()) from None
+    for warning in support_warnings(cfg, today):
+        pulumi.log.warn(warning)
+    return cfg

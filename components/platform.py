@@ -6,6 +6,7 @@ Each step says why it sits where it does. Ordering between steps is expressed wi
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 import pulumi
@@ -19,8 +20,9 @@ from components.fabric.opensm import OpenSm
 from components.fabric.sriov_host import SriovHost
 from components.guards import fabric as fabric_guard
 from components.guards import gate, mig, resource_model
+from components.guards import kubernetes_version as version_guard
 from components.k8s import NetworkArgs
-from components.model import dra
+from components.model import dra, kubernetes
 from components.model.config import StackConfig
 from components.observability.component import Observability
 from components.operators import rdma_shared_device_plugin
@@ -39,11 +41,22 @@ class Platform(pulumi.ComponentResource):
 
     exports: dict[str, Any]
 
-    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        today: date = kubernetes.REVIEWED,
+    ) -> None:
+        """``today``: the date ``__main__.py`` read once; the version guard judges the last run's minor by it."""
         super().__init__("gpuaas:index:Platform", name, None, opts)
+        self._today = today
         self.exports = {}
         #: The resources whose labels carry the MIG layouts (NodePatches or AKS agent pools).
         self._labelled: list[pulumi.CustomResource] = []
+        #: The resources that carry the Kubernetes version (the AKS cluster and its pools).
+        self._versioned: list[pulumi.CustomResource] = []
 
         # 1. Cluster access. AKS: the cluster and its ND pools come first and hand us a provider
         #    built from their kubeconfig. On-prem: the cluster exists; we only pick the context.
@@ -150,6 +163,9 @@ class Platform(pulumi.ComponentResource):
         if dra.uses_dra(cfg):
             self.exports[resource_model.MODEL_OUTPUT] = mig_gate.apply(lambda _: "dra")
         self.exports[mig.OUTPUT] = gate.once_applied(mig_gate, self._labelled, mig.mig_layouts(cfg))
+        version = version_guard.recorded(cfg)
+        if version is not None:
+            self.exports[version_guard.OUTPUT] = gate.once_applied(mig_gate, self._versioned, version)
         if cfg.onprem is not None:
             self.exports[mig.NODE_OUTPUT] = gate.once_applied(mig_gate, self._labelled, mig.node_layouts(cfg))
             self.exports[fabric_guard.OUTPUT] = gate.once_applied(mig_gate, fabric, fabric_guard.fabric_layout(cfg))
@@ -162,11 +178,12 @@ class Platform(pulumi.ComponentResource):
         together: a node group's MIG layout changes without ``mig.reconfigure: true``
         (:mod:`components.guards.mig`; node labels wait on it), or a fabric change moves VFs under
         running pods without its acknowledgement (:mod:`components.guards.fabric`; the GUID plan,
-        P_Key table, partitions.conf and NicClusterPolicy wait on it).
+        P_Key table, partitions.conf and NicClusterPolicy wait on it), or an AKS version change skips a
+        minor or goes back (:mod:`components.guards.kubernetes_version`; the cluster and pools wait on it).
         """
         me = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
         last_run = pulumi.StackReference(f"{name}-last-run", stack_name=me, opts=pulumi.ResourceOptions(parent=self))
-        names = (mig.OUTPUT, mig.NODE_OUTPUT, fabric_guard.OUTPUT, resource_model.MODEL_OUTPUT)
+        names = (mig.OUTPUT, mig.NODE_OUTPUT, fabric_guard.OUTPUT, resource_model.MODEL_OUTPUT, version_guard.OUTPUT)
         last = pulumi.Output.all(*[last_run.get_output(n) for n in names])
         # First the resource-model guard (a running stack keeps its model, components/model/dra.py): a
         # model switch is the news, and the other guards' view of it would only repeat it per group.
@@ -177,6 +194,7 @@ class Platform(pulumi.ComponentResource):
                     [
                         mig.check(cfg, *mig.last_maps(o[0], o[1])),
                         fabric_guard.check(cfg, gate.string_map(fabric_guard.OUTPUT, o[2])),
+                        version_guard.check(cfg, {mig.OUTPUT: o[0], version_guard.OUTPUT: o[4]}, self._today),
                     ]
                 )
             )
@@ -193,6 +211,7 @@ class Platform(pulumi.ComponentResource):
             )
         cluster = AksCluster(f"{name}-aks", cfg, opts=pulumi.ResourceOptions(parent=self), gate=mig_gate)
         self._labelled.extend(cluster.gpu_pools)
+        self._versioned.extend(cluster.versioned)
         self.exports["clusterName"] = cluster.cluster_name
         self.exports["kubeconfig"] = cluster.kubeconfig  # secret: the credential call's kubeconfig
         return cluster.provider

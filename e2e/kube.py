@@ -69,6 +69,8 @@ class Kube:
         self.ca_file = ca_file
         self._ctx: ssl.SSLContext | None = None
         self._resources: dict[tuple[str, str], Resource] = {}
+        #: Every ``Warning`` header the server sent (deprecated APIs, Pod Security ``warn``), in order.
+        self.warnings: list[str] = []
 
     # ---------------------------------------------------------------------------------------
     def _context(self) -> ssl.SSLContext:
@@ -113,6 +115,7 @@ class Kube:
                 conn.endheaders(data)
                 resp = conn.getresponse()
                 raw = resp.read()
+                self.warnings.extend(resp.headers.get_all("Warning") or [])
                 status = resp.status
             except (ConnectionError, OSError, http.client.HTTPException):
                 conn.close()

@@ -17,7 +17,7 @@ NETWORK_OPERATOR = Path("network-operator/v26.4.1")
 NCP_CRD = NETWORK_OPERATOR / "crds/mellanox.com_nicclusterpolicies.yaml"
 WEBHOOK_SCHEMAS = NETWORK_OPERATOR / "webhook-schemas"
 #: Kubernetes version the core objects are validated against (the AKS pin, components/model/versions.py).
-K8S_VERSION = "1.33.0"
+K8S_VERSION = "1.36.0"
 
 
 def onprem_raw(**extra: Any) -> dict[str, Any]:
@@ -25,6 +25,7 @@ def onprem_raw(**extra: Any) -> dict[str, Any]:
     raw: dict[str, Any] = {
         "platform": {
             "kind": "onprem",
+            "kubernetesVersion": "1.37.2",
             "nodeGroups": [{"name": "gpus", "gpuModel": "H100-80GB"}],
             "nodes": [{"name": "node-1", "id": 1, "nodeGroup": "gpus"}],
             "multus": {"clusterNetwork": "k8s-pod-network"},

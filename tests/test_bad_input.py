@@ -228,10 +228,10 @@ CASES: list[tuple[str, str, Edit, str, str, Edit]] = [
     (
         "k8s-version",
         "aks",
-        _set("platform.kubernetesVersion", "v1.33.5"),
+        _set("platform.kubernetesVersion", "v1.36.3"),
         "gpuaas:platform.kubernetesVersion",
         "not a Kubernetes version",
-        _set("platform.kubernetesVersion", "1.33"),
+        _set("platform.kubernetesVersion", "1.36"),
     ),
     (
         "system-vm-size",

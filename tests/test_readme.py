@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,14 @@ import pulumi
 import pytest
 import yaml
 
-from components.loader import parse_stack
+from components.loader import parse_config, parse_stack
+from components.model import kubernetes
 from components.model.errors import ConfigError
 from components.plan.diff import PlanDiff, compare, read_tree
 from components.plan.offline import ROOT, stack_config
 from components.plan.reference import BEGIN, END, render
 from components.plan.writer import write_plan
+from tests.conftest import raw_stack
 
 
 def test_config_reference_matches_the_model() -> None:
@@ -145,3 +148,29 @@ def test_readme_error_example_is_what_the_plan_prints(tmp_path: Path, capsys: py
     readme = (ROOT / "README.md").read_text()
     example = readme.split("where it is written:\n\n```\n", 1)[1].split("```", 1)[0]
     assert capsys.readouterr().err == example
+
+
+def _kubernetes_section() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split("## Kubernetes versions\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_support_table_is_the_models() -> None:
+    """One table, in components/model/kubernetes.py: the README shows it, row for row."""
+    rows = [
+        line.strip("|").split(" | ") for line in _kubernetes_section().splitlines() if re.match(r"^\| 1\.\d+ \|", line)
+    ]
+    want = [
+        [s.name, str(s.end_of_life), str(s.aks_ga or "—"), str(s.aks_end_of_support or "—"), s.source]
+        for s in kubernetes.MINORS
+    ]
+    assert [[c.strip() for c in r] for r in rows] == want
+
+
+def test_readme_version_refusal_is_what_the_rule_prints() -> None:
+    raw = raw_stack("aks")
+    raw["platform"]["kubernetesVersion"] = "1.34.10"
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw, date(2026, 12, 1))
+    example = _kubernetes_section().split("```\n", 1)[1].split("```", 1)[0]
+    assert [str(i) for i in err.value.issues] == example.splitlines()

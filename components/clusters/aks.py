@@ -236,6 +236,8 @@ class AksCluster(pulumi.ComponentResource):
     provider: k8s.Provider
     #: The ND pools gpuaas manages (none for an existing cluster): their labels carry MIG layouts.
     gpu_pools: list[pulumi.CustomResource]
+    #: The ManagedCluster and its pools (none for an existing cluster): they carry the Kubernetes version.
+    versioned: list[pulumi.CustomResource]
 
     def __init__(
         self,
@@ -248,6 +250,7 @@ class AksCluster(pulumi.ComponentResource):
         super().__init__("gpuaas:index:AksCluster", name, None, opts)
         aks = aks_platform(cfg)
         self.gpu_pools = []
+        self.versioned = []
         cs = azure_native.containerservice
 
         # Subscription-wide and independent of this cluster, so it is registered even for an
@@ -270,20 +273,27 @@ class AksCluster(pulumi.ComponentResource):
                 rg_name = rg.name
             else:
                 rg_name = aks.resource_group.name
+            cluster_args = managed_cluster_args(cfg)
+            # A version change waits on the day-2 guard (components/guards/kubernetes_version.py):
+            # AKS upgrades one minor at a time, and never back.
+            cluster_args["kubernetes_version"] = gated(gate, cluster_args["kubernetes_version"])
             cluster = cs.ManagedCluster(
                 f"{name}-cluster",
                 resource_group_name=rg_name,
-                **managed_cluster_args(cfg),
+                **cluster_args,
                 # The autoscaler owns the System pool's node count after creation (``[*]``: Pulumi
                 # property-path wildcard, https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/).
                 opts=pulumi.ResourceOptions(parent=self, protect=True, ignore_changes=["agentPoolProfiles[*].count"]),
             )
             cluster_name = cluster.name
+            self.versioned.append(cluster)
             for pool in aks.gpu_pools:
                 args = agent_pool_args(cfg, pool)
                 gpu_profile = cs.GPUProfileArgs(**args.pop("gpu_profile"))
-                # A MIG layout change relabels the pool's nodes: it waits on the day-2 guard.
+                # A MIG layout change relabels the pool's nodes, a version change upgrades them: both
+                # wait on the day-2 guards.
                 args["node_labels"] = gated(gate, args["node_labels"])
+                args["orchestrator_version"] = gated(gate, args["orchestrator_version"])
                 agent_pool = cs.AgentPool(
                     f"{name}-{pool.name}",
                     resource_group_name=rg_name,
@@ -298,6 +308,7 @@ class AksCluster(pulumi.ComponentResource):
                     ),
                 )
                 self.gpu_pools.append(agent_pool)
+                self.versioned.append(agent_pool)
 
         creds = cs.list_managed_cluster_user_credentials_output(
             resource_group_name=rg_name,

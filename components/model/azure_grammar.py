@@ -49,7 +49,7 @@ def check_location(value: str) -> str:
 
 def check_kubernetes_version(value: str) -> str:
     if not _K8S_VERSION.fullmatch(value):
-        raise ValueError(f"{value!r} is not a Kubernetes version (<major>.<minor>[.<patch>], e.g. 1.33.5; no 'v')")
+        raise ValueError(f"{value!r} is not a Kubernetes version (<major>.<minor>[.<patch>], e.g. 1.36.3; no 'v')")
     return value
 
 

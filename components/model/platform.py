@@ -72,8 +72,10 @@ class OnPremPlatform(Model):
     kind: Literal["onprem"]
     #: kubeconfig context to deploy to; ``None`` uses the ambient kubeconfig's current context.
     kubeconfig_context: KubeconfigContext | None = None
-    #: The cluster's Kubernetes version (``kubectl version``, e.g. ``1.34.4``), declared because
-    #: gpuaas does not create this cluster. Required with ``gpuOperator.resourceModel: dra`` (1.34+).
+    #: The cluster's Kubernetes version (``kubectl version``, e.g. ``1.37.2``), declared because
+    #: gpuaas does not create this cluster. Required: checked against the support dates
+    #: (components/model/kubernetes.py) and what moves with the minor (components/rules/versions.py).
+    #: Optional in the model only so that every other problem is still reported when it is missing.
     kubernetes_version: str | None = None
     node_groups: list[NodeGroup]
     nodes: list[Node]
@@ -101,6 +103,7 @@ class SystemPool(Model):
 
     name: AksPoolName = "system"
     vm_size: AzureVmSize = "Standard_D8ds_v5"
+    #: One OS SKU for the whole cluster; ``Ubuntu2204`` runs up to Kubernetes 1.36 (components/rules/versions.py).
     os_sku: Literal["Ubuntu2204", "Ubuntu2404"] = "Ubuntu2204"
     min_count: int = 1
     max_count: PositiveInt = 3
@@ -111,7 +114,9 @@ class GpuPool(GpuSharing):
 
     name: AksPoolName
     vm_size: str = "Standard_ND96isr_H100_v5"
-    #: Pinned because NVIDIA's DOCA and driver images are built per OS release.
+    #: Pinned because NVIDIA's DOCA and driver images are built per OS release. ``Ubuntu2204`` runs
+    #: up to Kubernetes 1.36, ``Ubuntu2404`` from 1.32 to 1.38; every pool runs the same one
+    #: (components/rules/versions.py; README, "Upgrading Kubernetes").
     os_sku: Literal["Ubuntu2204", "Ubuntu2404"] = "Ubuntu2204"
     min_count: NonNegativeInt = 0
     max_count: PositiveInt = 2

@@ -67,8 +67,11 @@ PERFTEST_DIGEST: Final = "sha256:dcc502375af37e42dcdd75f758d406282007ff015905518
 PYTORCH_IMAGE: Final = "nvcr.io/nvidia/pytorch"
 PYTORCH: Final = "25.10-py3"
 
-#: AKS Kubernetes version pinned for new clusters.
-AKS_KUBERNETES: Final = "1.33.5"
+#: AKS Kubernetes version pinned for new clusters: 1.36, GA on AKS since the 2026-06-19 release
+#: notes, AKS standard support until 2027-06-30 (AKS Kubernetes release calendar, read 2026-12-01);
+#: patch 1.36.3 from the 2026-09-04 release notes (Azure/AKS#5948). The last minor AKS runs
+#: ``osSku: Ubuntu2204`` on (the default OS SKU); the table and its sources: components/model/kubernetes.py.
+AKS_KUBERNETES: Final = "1.36.3"
 
 #: Kueue (elastic team quotas): the chart at registry.k8s.io, and the manager image of the same
 #: release (kubernetes-sigs/kueue v0.19.2; CRDs in shared/upstream/kueue/v0.19.2).

@@ -9,14 +9,33 @@ it, so a stack is validated before any component module is imported.
 
 from __future__ import annotations
 
+from datetime import date
+
+from components.model import kubernetes
 from components.model.config import StackConfig
 from components.model.errors import Issue
-from components.rules import dra, fabric, namespaces, observability, platform, proofs, queues, sharing, tenancy
+from components.rules import (
+    dra,
+    fabric,
+    namespaces,
+    observability,
+    platform,
+    proofs,
+    queues,
+    sharing,
+    tenancy,
+    versions,
+)
 
 
-def check(cfg: StackConfig) -> list[Issue]:
-    """Every cross-field problem of ``cfg``, sorted by path."""
-    issues: list[Issue] = []
+def check(cfg: StackConfig, today: date = kubernetes.REVIEWED) -> list[Issue]:
+    """Every cross-field problem of ``cfg``, sorted by path.
+
+    ``today`` judges the Kubernetes version's support dates (:mod:`components.rules.versions`);
+    callers that do not pass it judge as of the day the version table was reviewed, so a test or a
+    tool gives the same answer on any day. ``__main__.py`` passes the clock.
+    """
+    issues: list[Issue] = list(versions.check(cfg, today))
     for rule in (
         tenancy.check,
         platform.check,

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-from components.model import dra, versions
+from components.model import dra, kubernetes, versions
 from components.model.capacity import gpus_per_node, node_counts, sharing_groups
 from components.model.catalog import GPU_MODELS
 from components.model.config import StackConfig
@@ -52,13 +52,8 @@ def dra_issues(cfg: StackConfig) -> Iterator[Issue]:
             )
         return
     need = versions.DRA_MIN_KUBERNETES
-    if declared is None:
-        yield Issue(
-            key,
-            f"is required with gpuOperator.resourceModel dra: declare the cluster's version (kubectl version), "
-            f"{_fmt(need)} or newer",
-        )
-    elif parsed is not None and parsed[:2] < need:
+    # An undeclared on-prem version is refused by components/rules/versions.py, for every stack.
+    if parsed is not None and parsed[:2] < need:
         upgrade = "set a newer AKS version" if isinstance(p, AksPlatform) else "upgrade the cluster first"
         yield Issue(
             key,
@@ -137,7 +132,7 @@ def _cdi(cfg: StackConfig) -> Iterator[Issue]:
 
 
 #: DRAPartitionableDevices, which dynamic MIG's ResourceSlices need, is on by default from 1.36.
-_PARTITIONABLE_BY_DEFAULT = (1, 36)
+_PARTITIONABLE_BY_DEFAULT = kubernetes.feature_since("DRAPartitionableDevices") or (1, 36)
 
 
 def _dynamic_mig(cfg: StackConfig, k8s: tuple[int, int, int] | None) -> Iterator[Issue]:

@@ -61,7 +61,8 @@ namespaces, a partitionless team with ``quota.rdma`` (its quota then names ``rdm
 select another team's ND pool — another team's InfiniBand partition — and nothing would look
 (review 2026-12-01, item 1).
 
-Every expression is valid CEL for admissionregistration.k8s.io/v1 on Kubernetes 1.34: ``has()``
+Every expression is valid CEL for admissionregistration.k8s.io/v1 on every supported minor (1.35 to
+1.37; the e2e stores and type-checks them on 1.35.4 and 1.37.2): ``has()``
 guards instead of optional types, and no list concatenation across element types (each container
 list is checked on its own: ``Container`` and ``EphemeralContainer`` are different types to the
 type checker).

@@ -27,8 +27,9 @@ Per team (``gpuaas:teams[*]``), in the team's namespace:
   the team's pool, a template the Jobs in ``workloads`` copy. :mod:`components.tenancy.admission`'s pool
   policy, which rejects GPU/RDMA pods of the team that do not select that pool, reads the pool from
   the namespace label instead: teams may edit ConfigMaps, not namespaces.
-  Why not mutate: MutatingAdmissionPolicy is beta and off by default in 1.34 (alpha in the AKS
-  1.33 we pin), and the scheduler's ``PodNodeSelector`` admission plugin is not enabled on AKS.
+  Why not mutate: MutatingAdmissionPolicy is on by default only from 1.36 (GA; beta and off in
+  1.35, which is still supported: components/model/kubernetes.py ``FEATURES``), and the scheduler's
+  ``PodNodeSelector`` admission plugin is not enabled on AKS.
 
 Never a NAD in ``default``: Multus' ``namespaceIsolation`` still lets every pod use NADs in
 ``default`` unless ``globalNamespaces`` is set (k8snetworkplumbingwg/multus-cni pkg/types/conf.go

@@ -22,7 +22,7 @@ from components.clusters.aks import (
 )
 from components.clusters.onprem_nodes import pool_labels
 from components.loader import parse_config
-from components.model import capacity, resources
+from components.model import capacity, resources, versions
 from components.model.config import StackConfig
 from components.model.errors import ConfigError
 from components.plan.offline import FAKE_KUBECONFIG, Record, Run, run_program
@@ -54,7 +54,7 @@ def _pool_inputs(pool: str, max_count: int) -> dict[str, Any]:
         "osType": "Linux",
         "osSKU": "Ubuntu2204",
         "vmSize": "Standard_ND96isr_H100_v5",
-        "orchestratorVersion": "1.33.5",
+        "orchestratorVersion": versions.AKS_KUBERNETES,
         "enableAutoScaling": True,
         "minCount": 0,
         "maxCount": max_count,
@@ -84,7 +84,7 @@ AKS_SYSTEM_POOL: dict[str, Any] = {
     "osType": "Linux",
     "osSKU": "Ubuntu2204",
     "vmSize": "Standard_D8ds_v5",
-    "orchestratorVersion": "1.33.5",
+    "orchestratorVersion": versions.AKS_KUBERNETES,
     "enableAutoScaling": True,
     "minCount": 1,
     "maxCount": 3,
@@ -137,7 +137,7 @@ def test_cluster_carries_only_the_system_pool_inline(run_of: Callable[[str], Run
     (cluster,) = run_of("aks").of_type(MANAGED_CLUSTER)
     assert cluster.inputs["agentPoolProfiles"] == [AKS_SYSTEM_POOL]
     assert cluster.inputs["resourceName"] == "gpuaas-aks"
-    assert cluster.inputs["kubernetesVersion"] == "1.33.5"
+    assert cluster.inputs["kubernetesVersion"] == versions.AKS_KUBERNETES
     assert cluster.inputs["dnsPrefix"] == "gpuaas-aks"
     assert cluster.inputs["identity"] == {"type": "SystemAssigned"}
     assert cluster.inputs["resourceGroupName"] == "rg-gpuaas"
@@ -292,7 +292,11 @@ def test_agent_pool_args_defaults() -> None:
 def test_agent_pool_args_custom() -> None:
     def edit(raw: dict[str, Any]) -> None:
         raw["quotaPolicy"] = {"allowOversubscription": True}  # MIG turns the pool's GPUs into instances
-        raw["platform"]["kubernetesVersion"] = "1.34.2"
+        raw["platform"]["kubernetesVersion"] = "1.35.7"
+        # One OS for the whole cluster (the GPU Operator's rule, components/rules/versions.py).
+        raw["platform"]["systemPool"]["osSku"] = "Ubuntu2404"
+        for pool in raw["platform"]["gpuPools"][1:]:
+            pool["osSku"] = "Ubuntu2404"
         raw["platform"]["gpuPools"][0].update(
             {
                 "vmSize": "Standard_ND96isr_H200_v5",
@@ -310,7 +314,7 @@ def test_agent_pool_args_custom() -> None:
     args = agent_pool_args(cfg, cfg.aks.gpu_pools[0])
     assert args["vm_size"] == "Standard_ND96isr_H200_v5"
     assert args["os_sku"] == "Ubuntu2404"
-    assert args["orchestrator_version"] == "1.34.2"
+    assert args["orchestrator_version"] == "1.35.7"
     assert (args["min_count"], args["max_count"], args["count"]) == (1, 8, 1)
     assert args["node_taints"] == ["sku=h200:NoSchedule"]
     assert args["node_labels"] == {"team": "training", **_labels("ndh100a", mig="all-1g.18gb")}
@@ -368,7 +372,7 @@ def test_an_underscore_name_cannot_be_a_node_template() -> None:
 def test_managed_cluster_args_pins_version_and_names() -> None:
     args = managed_cluster_args(_cfg())
     assert args["resource_name_"] == "gpuaas-aks"
-    assert args["kubernetes_version"] == "1.33.5"
+    assert args["kubernetes_version"] == versions.AKS_KUBERNETES
     assert args["identity"] == {"type": "SystemAssigned"}
     assert [p["mode"] for p in args["agent_pool_profiles"]] == ["System"]
 

@@ -64,6 +64,7 @@ def test_media_extension_profiles_become_valid_label_values() -> None:
     raw: dict[str, Any] = {
         "platform": {
             "kind": "onprem",
+            "kubernetesVersion": "1.37.2",
             "nodeGroups": [
                 {"name": "me", "gpuModel": "H100-80GB", "mig": {"profiles": {"1g.10gb+me": 1, "3g.40gb": 1}}}
             ],

@@ -33,7 +33,7 @@ def aks_dra(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
     need_upstream()
     config = copy.deepcopy(stack_config("aks"))
     config["gpuaas:gpuOperator"]["resourceModel"] = "dra"
-    config["gpuaas:platform"]["kubernetesVersion"] = "1.34.2"
+    # The AKS default (components/model/versions.py) is 1.34 or newer, which DRA needs; its
     # Ubuntu 22.04 pools run containerd 1.7: CDI is acknowledged, as a stack would once it checked.
     config["gpuaas:gpuOperator"]["dra"] = {"cdiEnabled": True}
     cp = start_plane(pytestconfig, "AKS DRA variant plan")

@@ -59,6 +59,7 @@ def configs(draw: st.DrawFn) -> dict[str, Any]:
     return {
         "platform": {
             "kind": "onprem",
+            "kubernetesVersion": "1.37.2",
             "nodeGroups": groups,
             "nodes": nodes,
             "fabric": {"vfsPerHca": draw(st.integers(1, 8))},

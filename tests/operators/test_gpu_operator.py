@@ -37,6 +37,7 @@ def minimal(**extra: Any) -> dict[str, Any]:
     raw: dict[str, Any] = {
         "platform": {
             "kind": "onprem",
+            "kubernetesVersion": "1.37.2",
             "nodeGroups": [{"name": "gpus", "gpuModel": "H100-80GB"}],
             "nodes": [{"name": "node-1", "id": 1, "nodeGroup": "gpus"}],
         }
