@@ -36,6 +36,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+#: One line per placement table the fleet tests checked, printed at the end of the run.
+PLACEMENT_SUMMARY: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if PLACEMENT_SUMMARY:
+        terminalreporter.section("fleet placement (expected nodes from config = scheduled nodes)")
+        for line in PLACEMENT_SUMMARY:
+            terminalreporter.write_line(line)
+
+
 def _say(config: pytest.Config, line: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
