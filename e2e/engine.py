@@ -45,11 +45,11 @@ import yaml
 from components.k8s import E2E_STANDIN_CHARTS_ENV
 from components.model import versions
 from components.operators import gpu_operator, network_operator, nic_cluster_policy
-from e2e import toolchain
+from e2e import toolchain, upstream
 from e2e.kube import ApiError, Kube
 
 ROOT = Path(__file__).resolve().parent.parent
-UPSTREAM = ROOT.parent / "shared" / "upstream"
+UPSTREAM = upstream.upstream_dir()
 PASSPHRASE = "gpuaas-e2e-local-backend"  # a throwaway local backend: not a secret of anything
 ENGINE_SETS = ("engine", "k8sprovider")
 PROJECT_FILES = ("__main__.py", "components", ".venv")
@@ -72,17 +72,16 @@ class StandIn:
 
 
 def standins() -> list[StandIn]:
+    root = upstream.root()  # every file read from it checked against its upstream blob id
     return [
         StandIn(
             network_operator.CHART,
             versions.NETWORK_OPERATOR_CHART,
-            UPSTREAM / "network-operator" / versions.NETWORK_OPERATOR_CHART,
+            root / "network-operator" / versions.NETWORK_OPERATOR_CHART,
         ),
-        StandIn(
-            gpu_operator.CHART, versions.GPU_OPERATOR_CHART, UPSTREAM / "gpu-operator" / versions.GPU_OPERATOR_CHART
-        ),
+        StandIn(gpu_operator.CHART, versions.GPU_OPERATOR_CHART, root / "gpu-operator" / versions.GPU_OPERATOR_CHART),
         # Kueue's chart is an OCI reference; ../shared/upstream keeps its CRDs only (no Chart.yaml).
-        StandIn("kueue", versions.KUEUE_CHART, UPSTREAM / "kueue" / f"v{versions.KUEUE_CHART.lstrip('v')}"),
+        StandIn("kueue", versions.KUEUE_CHART, root / "kueue" / f"v{versions.KUEUE_CHART.lstrip('v')}"),
     ]
 
 

@@ -82,19 +82,19 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
 from components.model.config import StackConfig
 from components.model.teams import OnPremPartition
+from e2e import upstream
 from e2e.controlplane import kwok_node
 
 Obj = dict[str, Any]
 
-UPSTREAM: Final = Path(__file__).resolve().parents[3] / "shared" / "upstream"
-MIG_PARTED_DEFAULTS: Final = UPSTREAM / "gpu-operator/v26.7.0/assets/state-mig-manager/0400_configmap.yaml"
+#: mig-parted's default configs as the GPU Operator ships them (read through e2e/upstream.py: checked upstream bytes).
+MIG_PARTED_DEFAULTS: Final = "gpu-operator/v26.7.0/assets/state-mig-manager/0400_configmap.yaml"
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 NVIDIA_PCI: Final = "feature.node.kubernetes.io/pci-10de.present"
@@ -215,9 +215,7 @@ _TERM = re.compile(r"(\d+)x(.+)")
 
 @cache
 def _mig_parted_defaults() -> dict[str, Any]:
-    if not MIG_PARTED_DEFAULTS.is_file():
-        raise FileNotFoundError(f"mig-parted's default config is expected at {MIG_PARTED_DEFAULTS}")
-    doc = yaml.safe_load(MIG_PARTED_DEFAULTS.read_text())
+    doc = yaml.safe_load(upstream.require(MIG_PARTED_DEFAULTS).read_text())
     configs: dict[str, Any] = yaml.safe_load(doc["data"]["config.yaml"])["mig-configs"]
     return configs
 

@@ -26,7 +26,8 @@ import pytest
 import yaml
 
 from e2e.kube import Kube, Obj
-from e2e.plan_apply import UPSTREAM, planned_objects
+from e2e import upstream
+from e2e.plan_apply import planned_objects
 from tests.e2e.conftest import PLACEMENT_SUMMARY, StackFleet
 from tests.e2e.fleet_nodes import (
     AKS_ACCELERATOR,
@@ -173,7 +174,7 @@ def test_every_platform_daemonset_runs_on_exactly_its_nodes(
 
 
 def _gpu_operator_tolerations() -> list[dict[str, Any]]:
-    values = yaml.safe_load((UPSTREAM / "gpu-operator" / "v26.7.0" / "values.yaml").read_text())
+    values = yaml.safe_load(upstream.require("gpu-operator/v26.7.0/values.yaml").read_text())
     tolerations: list[dict[str, Any]] = values["daemonsets"]["tolerations"]
     return tolerations
 
