@@ -25,8 +25,8 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from e2e.kube import Kube, Obj
 from e2e import upstream
+from e2e.kube import Kube, Obj
 from e2e.plan_apply import planned_objects
 from tests.e2e.conftest import PLACEMENT_SUMMARY, StackFleet
 from tests.e2e.fleet_nodes import (
