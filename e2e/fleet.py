@@ -10,9 +10,10 @@ The nodes are handed in (Node manifests): the e2e suite's oracle of what a real 
 carries is tests/e2e/fleet_nodes.py, written from upstream documentation, and ``make cluster`` and
 ``make bench-fleet`` take the same nodes from there.
 
-KWOK's stages are its defaults but one: a Job's pod completes only when its pod template says so
-(annotation :data:`OUTCOME`: ``succeed`` or ``fail``), so a team's training Job keeps its GPUs for as
-long as a test needs it to, and a proof Job can be made to pass or fail.
+KWOK's stages are its defaults but two (:func:`fleet_stages`): a Job's pod completes only when its
+pod template says so (annotation :data:`OUTCOME`: ``succeed`` or ``fail``), so a team's training Job
+keeps its GPUs for as long as a test needs it to, and a proof Job can be made to pass or fail; and a
+deleted pod is made terminal before it goes, as a kubelet does.
 
     fleet = Fleet.start([spec.manifest() for spec in fleet_nodes(cfg)], run=offline_run("onprem"))
     fleet.kubectl("get", "nodes")
@@ -31,7 +32,7 @@ from typing import Any, Final
 import yaml
 
 from components.plan.offline import Run
-from e2e.controlplane import KWOK_NODE_ANNOTATION, ControlPlane
+from e2e.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_VALUE, ControlPlane
 from e2e.kube import Kube, Obj
 from e2e.plan_apply import Applied, apply_plan
 
@@ -43,11 +44,19 @@ UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
 
 
 def fleet_stages(default_stages: str) -> str:
-    """KWOK's default stages with ``pod-complete`` gated on :data:`OUTCOME` and a ``pod-fail`` stage."""
+    """KWOK's default stages with ``pod-complete`` gated on :data:`OUTCOME`, a ``pod-fail`` stage, and
+    deletion as a kubelet does it: a deleted pod that is still running is first made terminal
+    (``Failed``, its containers terminated as by SIGTERM), then removed. A kubelet sets the terminal
+    phase of a pod it stops (Kubernetes docs, "Pod phase": since 1.27 a deleted pod goes to a terminal
+    phase), and the Job controller removes its tracking finalizer only from a terminal pod; KWOK's
+    default ``pod-delete`` deletes at once, which leaves a Job's evicted pod terminating for ever.
+    """
     docs = [d for d in yaml.safe_load_all(default_stages) if d]
     out: list[dict[str, Any]] = []
     for doc in docs:
-        if doc["metadata"]["name"] == "pod-complete":
+        if doc["metadata"]["name"] == "pod-delete":
+            out += [_terminate(doc), _when_terminal(doc)]
+        elif doc["metadata"]["name"] == "pod-complete":
             complete = _with_outcome(doc, "succeed")
             failed = _with_outcome(doc, "fail")
             failed["metadata"]["name"] = "pod-fail"
@@ -63,8 +72,46 @@ def fleet_stages(default_stages: str) -> str:
     return "---\n".join(yaml.safe_dump(d, sort_keys=False) for d in out)
 
 
+_TERMINATED = """\
+{{ $now := Now }}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: 143
+      finishedAt: {{ $now | Quote }}
+      reason: Error
+      startedAt: {{ $now | Quote }}
+{{ end }}
+phase: Failed
+"""
+
+
+def _terminate(delete: dict[str, Any]) -> dict[str, Any]:
+    stage: dict[str, Any] = yaml.safe_load(yaml.safe_dump(delete))
+    stage["metadata"]["name"] = "pod-terminate"
+    stage["spec"]["selector"]["matchExpressions"].append(
+        {"key": ".status.phase", "operator": "NotIn", "values": ["Succeeded", "Failed"]}
+    )
+    stage["spec"]["next"] = {"statusTemplate": _TERMINATED}
+    return stage
+
+
+def _when_terminal(delete: dict[str, Any]) -> dict[str, Any]:
+    stage: dict[str, Any] = yaml.safe_load(yaml.safe_dump(delete))
+    stage["spec"]["selector"]["matchExpressions"].append(
+        {"key": ".status.phase", "operator": "In", "values": ["Succeeded", "Failed"]}
+    )
+    return stage
+
+
 def _with_outcome(stage: dict[str, Any], outcome: str) -> dict[str, Any]:
-    stage = yaml.safe_load(yaml.safe_dump(stage))  # a deep copy
+    stage = dict(yaml.safe_load(yaml.safe_dump(stage)))  # a deep copy
     exprs = stage["spec"]["selector"]["matchExpressions"]
     exprs.append({"key": f'.metadata.annotations["{OUTCOME}"]', "operator": "In", "values": [outcome]})
     return stage
@@ -183,6 +230,11 @@ class Fleet:
     def detach(self, node: str) -> None:
         """KWOK stops playing this node's kubelet (no more heartbeats or pod updates)."""
         self.kube.patch("v1", "Node", node, None, {"metadata": {"annotations": {KWOK_NODE_ANNOTATION: None}}})
+
+    def attach(self, node: str) -> None:
+        """KWOK plays this node's kubelet again (it reports the node Ready)."""
+        annotations = {KWOK_NODE_ANNOTATION: KWOK_NODE_VALUE}
+        self.kube.patch("v1", "Node", node, None, {"metadata": {"annotations": annotations}})
 
     def set_not_ready(self, node: str, reason: str = "KubeletNotReady") -> None:
         """The node's kubelet reports NotReady (after :meth:`detach`, so KWOK does not answer for it)."""

@@ -194,3 +194,22 @@ def aks_fleet(pytestconfig: pytest.Config) -> Iterator[StackFleet]:
         yield sf
     finally:
         sf.fleet.stop()
+
+
+# The fleets with Kueue's manager (tests/e2e/fleet_kueue.py), one per stack per session: the Kueue
+# placement tests and the fault tests share them. Imported here, in the fixture, because
+# fleet_kueue builds on this conftest (StackFleet) and on the elastic test's Kueue runner.
+
+
+@pytest.fixture(scope="session")
+def onprem_kueue(pytestconfig: pytest.Config) -> Iterator[Any]:
+    from tests.e2e import fleet_kueue
+
+    yield from fleet_kueue.start(pytestconfig, "onprem", fleet_kueue.onprem_config())
+
+
+@pytest.fixture(scope="session")
+def aks_kueue(pytestconfig: pytest.Config) -> Iterator[Any]:
+    from tests.e2e import fleet_kueue
+
+    yield from fleet_kueue.start(pytestconfig, "aks", fleet_kueue.aks_config())

@@ -21,231 +21,30 @@ admission guards — and the scheduler must find a node. Here, for both stacks w
 from __future__ import annotations
 
 import contextlib
-import copy
-import tempfile
-from collections.abc import Iterator
 from functools import partial
-from pathlib import Path
-from typing import Any, Final
 
 import pytest
 
-from components.loader import gpuaas_section, parse_config
-from components.model.config import StackConfig
 from components.model.teams import Team
-from components.plan.offline import Run, run_program, stack_config
-from components.queueing import queues
-from components.queueing.admission import PRIORITY_LABEL, QUEUE_LABEL
-from e2e import toolchain
-from e2e.fleet import Fleet
-from e2e.kube import Identity, Kube, Obj
-from e2e.plan_apply import apply_plan, install_crds
-from tests.e2e.conftest import PLACEMENT_SUMMARY, StackFleet, need_upstream, play_operators
-from tests.e2e.fleet_nodes import NodeSpec, fleet_nodes
+from e2e.kube import Obj
+from tests.e2e.conftest import PLACEMENT_SUMMARY
+from tests.e2e.fleet_kueue import (
+    AKS_ELASTIC,
+    BURN_IN_CLASS,
+    KUEUE_API,
+    KueueFleet,
+    admitted,
+    cleanup,
+    condition,
+    flavor_nodes,
+    job_pods,
+    member,
+    no_pods,
+    team_job,
+    wait_running,
+    workload_of,
+)
 from tests.e2e.fleet_scaling import scale_for
-from tests.e2e.test_elastic_quotas_lend_and_reclaim import Kueue, _delete_job, admitted, kueue_crds, workload_of
-
-ROOT: Final = Path(__file__).resolve().parents[2]
-KUEUE_API: Final = queues.API
-#: The AKS variant with queues (the tenancy fix's stack file); built from Pulumi.aks.yaml where absent.
-AKS_ELASTIC: Final = ROOT / "tests" / "stacks" / "aks-elastic.yaml"
-PAUSE: Final = "registry.k8s.io/pause:3.10"
-BURN_IN_CLASS: Final = "gpuaas-burn-in"
-
-
-def onprem_config() -> dict[str, Any]:
-    """Pulumi.onprem.yaml (elastic on) with the burn-in CronJobs on."""
-    config = copy.deepcopy(stack_config("onprem"))
-    config.setdefault("gpuaas:verification", {})["burnIn"] = {"enabled": True}
-    return config
-
-
-def aks_config() -> dict[str, Any]:
-    if AKS_ELASTIC.is_file():
-        return stack_config("aks", AKS_ELASTIC)
-    config = copy.deepcopy(stack_config("aks"))
-    config["gpuaas:queues"] = {"elastic": True}
-    return config
-
-
-class FleetKueue(Kueue):
-    """The Kueue manager with the Configuration gpuaas renders for ``cfg`` (not only onprem's)."""
-
-    def __init__(self, fleet: Fleet, workdir: Path, cfg: StackConfig) -> None:
-        super().__init__(fleet.cp, workdir)
-        self.cfg = cfg
-
-    def configuration(self) -> dict[str, Any]:
-        local = super().configuration()  # what a process outside a cluster needs (loopback, no HA)
-        conf = queues.kueue_configuration(self.cfg)
-        conf.update({k: local[k] for k in ("leaderElection", "health", "metrics", "webhook", "featureGates")})
-        return conf
-
-
-class KueueFleet(StackFleet):
-    def __init__(self, fleet: Fleet, cfg: StackConfig, specs: list[NodeSpec], run: Run, manager: FleetKueue) -> None:
-        super().__init__(fleet, cfg, specs, run)
-        self.manager = manager
-
-
-def _condition(obj: Obj | None, kind: str) -> str | None:
-    for c in (obj or {}).get("status", {}).get("conditions") or []:
-        if c["type"] == kind:
-            return str(c["status"])
-    return None
-
-
-def _active(kube: Kube, name: str) -> bool:
-    return _condition(kube.get(KUEUE_API, "ClusterQueue", name), "Active") == "True"
-
-
-def _start(pytestconfig: pytest.Config, stack: str, config: dict[str, Any]) -> Iterator[KueueFleet]:
-    need_upstream()
-    cfg = parse_config(gpuaas_section(config))
-    assert cfg.queues.elastic, f"{stack}: the variant has no elastic quotas"
-    run = run_program(stack, config=config)
-    bin_dir = toolchain.build(toolchain.TOOLSETS["kueue"])
-    specs = fleet_nodes(cfg)
-    fleet = Fleet.start([s.manifest() for s in specs])
-    workdir = Path(tempfile.mkdtemp(prefix="gpuaas-kueue-fleet-"))
-    manager = FleetKueue(fleet, workdir, cfg)
-    try:
-        kube = fleet.kube
-        install_crds(kube, kueue_crds(manager.webhook_port))
-        fleet.applied = apply_plan(kube, run)
-        play_operators(kube, cfg)
-        # The plan's proof Jobs go through the teams' queues too; the scenarios count from zero.
-        for team in cfg.teams:
-            for j in kube.list("batch/v1", "Job", team.ns, selector=QUEUE_LABEL):
-                _delete_job(kube, team.ns, j["metadata"]["name"])
-        manager.start(bin_dir)
-        try:
-            kube.wait_for("the cert rotator's Secret", manager.mount_certs, timeout=60)
-            kube.wait_for("Kueue /readyz", manager.ready, timeout=180)
-            for team in cfg.teams:
-                kube.wait_for(f"ClusterQueue {team.name} active", partial(_active, kube, team.name), timeout=120)
-        except (TimeoutError, RuntimeError) as e:
-            raise AssertionError(f"{e}\n--- kueue log ---\n{manager.tail()}") from e
-        yield KueueFleet(fleet, cfg, specs, run, manager)
-    finally:
-        manager.stop()
-        fleet.stop()
-
-
-@pytest.fixture(scope="module")
-def onprem_kueue(pytestconfig: pytest.Config) -> Iterator[KueueFleet]:
-    yield from _start(pytestconfig, "onprem", onprem_config())
-
-
-@pytest.fixture(scope="module")
-def aks_kueue(pytestconfig: pytest.Config) -> Iterator[KueueFleet]:
-    yield from _start(pytestconfig, "aks", aks_config())
-
-
-def member(team: Team) -> Identity:
-    return Identity(f"member-of-{team.name}@example.com", tuple(team.groups))
-
-
-def team_job(
-    team: Team, name: str, limits: dict[str, str], *, priority: str | None = None, parallelism: int = 1
-) -> Obj:
-    """A training Job as a team member writes it for Kueue: suspended, its queue named; its pods
-    keep running (no e2e outcome annotation) until the test deletes the Job."""
-    labels = {QUEUE_LABEL: team.name}
-    if priority:
-        labels[PRIORITY_LABEL] = priority
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": team.ns, "labels": labels},
-        "spec": {
-            "suspend": True,
-            "parallelism": parallelism,
-            "completions": parallelism,
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": PAUSE,
-                            "resources": {"requests": {"cpu": "1", "memory": "1Gi", **limits}, "limits": limits},
-                        }
-                    ],
-                }
-            },
-        },
-    }
-
-
-def job_pods(kube: Kube, ns: str, job: str) -> list[Obj]:
-    return [
-        p
-        for p in kube.list("v1", "Pod", ns, selector=f"batch.kubernetes.io/job-name={job}")
-        if not p["metadata"].get("deletionTimestamp")
-    ]
-
-
-def refusals(kube: Kube, ns: str, job: str) -> list[str]:
-    """The Job controller's FailedCreate events for ``job``: the API server's refusals of its pods."""
-    return [
-        e["message"]
-        for e in kube.list("v1", "Event", ns)
-        if e["involvedObject"].get("name") == job and e.get("reason") == "FailedCreate"
-    ]
-
-
-def wait_running(kf: KueueFleet, team: Team, job: str, pods: int = 1, timeout: float = 120) -> list[Obj]:
-    kube = kf.kube
-
-    def running() -> list[Obj] | None:
-        refused = refusals(kube, team.ns, job)
-        if refused:
-            raise AssertionError(f"{team.ns}/{job}: Kueue admitted it, the API server refused its pods: {refused[0]}")
-        found = job_pods(kube, team.ns, job)
-        ok = len(found) == pods and all(p.get("status", {}).get("phase") == "Running" for p in found)
-        return found if ok else None
-
-    try:
-        got: list[Obj] = kube.wait_for(f"{team.ns}/{job}: {pods} pods Running", running, timeout=timeout)
-    except TimeoutError as e:
-        left = job_pods(kube, team.ns, job)
-        states = [(p["metadata"]["name"], p["spec"].get("nodeName"), p.get("status", {})) for p in left]
-        raise AssertionError(f"{e}\nrefused: {refusals(kube, team.ns, job)}\npods: {states}") from e
-    return got
-
-
-def flavor_nodes(kf: KueueFleet, flavor: str, resource: str) -> set[str]:
-    """Nodes a pod admitted to ``flavor`` for ``resource`` may run on: the flavor's nodeLabels and
-    the resource on the node (the oracle's capacity)."""
-    rf = kf.kube.get(KUEUE_API, "ResourceFlavor", flavor) or {}
-    want = rf.get("spec", {}).get("nodeLabels") or {}
-    return {
-        s.name
-        for s in kf.specs
-        if all(s.labels_after_plan.get(k) == v for k, v in want.items()) and int(s.capacity.get(resource, "0")) > 0
-    }
-
-
-def _no_pods(kube: Kube, ns: str, name: str) -> bool:
-    return not job_pods(kube, ns, name)
-
-
-def _left(kube: Kube, ns: str, name: str) -> bool:
-    return bool(kube.get("batch/v1", "Job", name, ns) or job_pods(kube, ns, name) or workload_of(kube, ns, name))
-
-
-def _cleanup(kf: KueueFleet, jobs: list[tuple[Team, str]]) -> None:
-    kube = kf.kube
-    for team, name in jobs:
-        _delete_job(kube, team.ns, name)
-    kube.wait_for(
-        "the test's Jobs, Workloads and pods gone",
-        lambda: not any(_left(kube, t.ns, n) for t, n in jobs),
-        timeout=120,
-    )
-
 
 # --------------------------------------------------------------------------------------------
 # the property
@@ -290,7 +89,7 @@ def _property(kf: KueueFleet, stack: str) -> None:
         # Kueue decides for each: admitted (the property applies) or left pending (nothing to refuse).
         def decided() -> bool:
             return all(
-                (w := workload_of(kube, t.ns, n)) is not None and _condition(w, "QuotaReserved") is not None
+                (w := workload_of(kube, t.ns, n)) is not None and condition(w, "QuotaReserved") is not None
                 for t, n, _f, _r in jobs
             )
 
@@ -298,7 +97,7 @@ def _property(kf: KueueFleet, stack: str) -> None:
         admitted_jobs = 0
         for team, name, flavor, resource in jobs:
             w = workload_of(kube, team.ns, name)
-            if _condition(w, "Admitted") != "True":
+            if condition(w, "Admitted") != "True":
                 PLACEMENT_SUMMARY.append(f"{stack:<7} Kueue: {team.name} {flavor} {resource}: not admitted (no quota)")
                 continue
             admitted_jobs += 1
@@ -318,7 +117,7 @@ def _property(kf: KueueFleet, stack: str) -> None:
         own = {t.name for t, *_ in jobs}
         assert admitted_jobs >= len(own), f"only {admitted_jobs} Jobs admitted for {len(own)} teams"
     finally:
-        _cleanup(kf, [(t, n) for t, n, _f, _r in jobs])
+        cleanup(kf, [(t, n) for t, n, _f, _r in jobs])
 
 
 def test_no_job_kueue_admits_on_prem_is_refused_or_left_unplaced(onprem_kueue: KueueFleet) -> None:
@@ -376,7 +175,7 @@ def test_borrowed_jobs_run_on_the_flavors_nodes_and_are_evicted_on_reclaim(onpre
         preempted = sorted(set(borrowed) - set(admitted(kube, a.ns, "burst-")))
         assert len(preempted) == 2, preempted
         for name in preempted:
-            kube.wait_for(f"{name}'s pods evicted", partial(_no_pods, kube, a.ns, name), timeout=60)
+            kube.wait_for(f"{name}'s pods evicted", partial(no_pods, kube, a.ns, name), timeout=60)
         # 32 GPUs on 4 nodes: every admitted pod is placed, each on an h100-full node, none Pending
         placed: dict[str, int] = {}
         for team, prefix in ((a, "burst-"), (b, "share-"), (c, "share-")):
@@ -395,7 +194,7 @@ def test_borrowed_jobs_run_on_the_flavors_nodes_and_are_evicted_on_reclaim(onpre
         assert pod["spec"]["nodeName"] in full
         assert len(admitted(kube, a.ns, "burst-")) == 2
     finally:
-        _cleanup(kf, mine)
+        cleanup(kf, mine)
 
 
 def test_the_burn_in_runs_at_its_priority_and_a_team_job_preempts_it(onprem_kueue: KueueFleet) -> None:
@@ -435,7 +234,7 @@ def test_the_burn_in_runs_at_its_priority_and_a_team_job_preempts_it(onprem_kueu
         PLACEMENT_SUMMARY.append(f"onprem  burn-in on {sorted(nodes)}, priority {klass['value']}: preempted")
     finally:
         with contextlib.suppress(Exception):
-            _cleanup(kf, mine)
+            cleanup(kf, mine)
 
 
 @FLAVORS_WITHOUT_POOL
@@ -465,4 +264,4 @@ def test_a_pool_scaled_up_takes_admitted_team_jobs(aks_kueue: KueueFleet) -> Non
             on = kf.fleet.daemonset_nodes(*st)
             assert (after - before) <= set(on) or not (before & set(on)), (st, on)
     finally:
-        _cleanup(kf, [(team, name)])
+        cleanup(kf, [(team, name)])
