@@ -117,6 +117,22 @@ def _with_outcome(stage: dict[str, Any], outcome: str) -> dict[str, Any]:
     return stage
 
 
+#: What the operators would have created before our objects need it (the e2e plays them): the Network
+#: Operator's ``multus`` ServiceAccount in its namespace, which gpuaas's Multus kubeconfig refresher
+#: runs as (network-operator v26.4.1 manifests/state-multus-cni/0020-service_account.yml).
+OPERATOR_SERVICE_ACCOUNTS: Final = ("multus",)
+
+
+def play_operators(kube: Kube, network_namespace: str) -> None:
+    """Create what the operators create and gpuaas's objects use, where the plan made their namespace."""
+    if kube.get("v1", "Namespace", network_namespace) is None:
+        return
+    for name in OPERATOR_SERVICE_ACCOUNTS:
+        kube.apply(
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": network_namespace}}
+        )
+
+
 def _ready(node: Obj) -> bool:
     conds = node.get("status", {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)

@@ -22,6 +22,7 @@ from components.model.config import StackConfig
 from components.plan.offline import Run
 from e2e.controlplane import ControlPlane
 from e2e.fleet import Fleet
+from e2e.fleet import play_operators as fleet_play_operators
 from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import Applied, apply_plan
 from tests import run_guards
@@ -143,17 +144,9 @@ class StackFleet:
         return self.fleet.cp
 
 
-#: What the operators would have created before our objects need it (the e2e plays them; see
-#: play_operators): the Network Operator's ``multus`` ServiceAccount, which gpuaas's Multus
-#: kubeconfig refresher runs as (network-operator v26.4.1 manifests/state-multus-cni/0020-service_account.yml).
-OPERATOR_SERVICE_ACCOUNTS = (("nvidia-network-operator", "multus"),)
-
-
 def play_operators(kube: Kube, cfg: StackConfig) -> None:
-    """Create what the operators create and our objects use (they cannot run here)."""
-    for ns, name in OPERATOR_SERVICE_ACCOUNTS:
-        if ns == cfg.network.namespace and kube.get("v1", "Namespace", ns) is not None:
-            kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}})
+    """What the operators create and our objects use (e2e/fleet.py: they cannot run here)."""
+    fleet_play_operators(kube, cfg.network.namespace)
 
 
 def start_fleet(
