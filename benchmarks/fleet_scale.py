@@ -77,6 +77,14 @@ def bench_config(nodes: int, teams: int) -> dict[str, Any]:
     return config
 
 
+class Results(dict[str, Any]):
+    """The measurements, each printed as it is taken (a run takes many minutes)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        print(f"bench-fleet: {key} = {value}", file=sys.stderr, flush=True)
+
+
 class Memory:
     """Sum of the RSS of the fleet's processes, sampled every second; each one's VmHWM at the end."""
 
@@ -310,7 +318,7 @@ def main() -> int:
         # the children (control plane, KWOK, Kueue, the engine) inherit the affinity
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cores])
     config = bench_config(args.nodes, args.teams)
-    out: dict[str, Any] = {"nodes_config": args.nodes, "teams": args.teams, "cores": args.cores}
+    out: dict[str, Any] = Results(nodes_config=args.nodes, teams=args.teams, cores=args.cores)
     try:
         if not args.no_fleet:
             fleet_part(config, out)

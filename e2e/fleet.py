@@ -40,12 +40,18 @@ from e2e.plan_apply import Applied, apply_plan
 #: Without it the pod keeps running, as a training Job does.
 OUTCOME: Final = "e2e.gpuaas.io/outcome"
 NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
+#: kube-controller-manager's ``--node-monitor-grace-period`` for the fleet (Kubernetes' default is
+#: 50 s): KWOK renews every node's lease from one process, and on a loaded 2-core machine with 1000
+#: nodes it falls behind by more than that (measured: 107 of 1000 nodes marked NotReady while the
+#: plan applied). A fault test marks a node NotReady itself (:meth:`Fleet.set_not_ready`).
+NODE_MONITOR_GRACE: Final = "3m"
 UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
 
 
 def fleet_stages(default_stages: str) -> str:
-    """KWOK's default stages with ``pod-complete`` gated on :data:`OUTCOME`, a ``pod-fail`` stage, and
-    deletion as a kubelet does it: a deleted pod that is still running is first made terminal
+    """KWOK's default stages with ``pod-complete`` gated on :data:`OUTCOME`, a ``pod-fail`` stage,
+    ``pod-ready`` again for pods a node's NotReady spell marked not Ready, and deletion as a kubelet
+    does it: a deleted pod that is still running is first made terminal
     (``Failed``, its containers terminated as by SIGTERM), then removed. A kubelet sets the terminal
     phase of a pod it stops (Kubernetes docs, "Pod phase": since 1.27 a deleted pod goes to a terminal
     phase), and the Job controller removes its tracking finalizer only from a terminal pod; KWOK's
@@ -54,7 +60,9 @@ def fleet_stages(default_stages: str) -> str:
     docs = [d for d in yaml.safe_load_all(default_stages) if d]
     out: list[dict[str, Any]] = []
     for doc in docs:
-        if doc["metadata"]["name"] == "pod-delete":
+        if doc["metadata"]["name"] == "pod-ready":
+            out.append(_ready_again(doc))
+        elif doc["metadata"]["name"] == "pod-delete":
             out += [_terminate(doc), _when_terminal(doc)]
         elif doc["metadata"]["name"] == "pod-complete":
             complete = _with_outcome(doc, "succeed")
@@ -90,6 +98,17 @@ containerStatuses:
 {{ end }}
 phase: Failed
 """
+
+
+def _ready_again(ready: dict[str, Any]) -> dict[str, Any]:
+    """``pod-ready`` for Running pods too: when a node was NotReady the node lifecycle controller
+    marks its pods not Ready (``MarkPodsNotReady``); a kubelet reports them Ready again once it is
+    back, KWOK's default stage (Pending pods only) never would."""
+    stage: dict[str, Any] = yaml.safe_load(yaml.safe_dump(ready))
+    for expr in stage["spec"]["selector"]["matchExpressions"]:
+        if expr["key"] == ".status.phase":
+            expr["values"] = ["Pending", "Running"]
+    return stage
 
 
 def _terminate(delete: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +197,7 @@ class Fleet:
             kubernetes=kubernetes,
             scheduler=True,
             kwok=True,
-            controller_manager_args=controller_manager_args,
+            controller_manager_args=(f"--node-monitor-grace-period={NODE_MONITOR_GRACE}", *controller_manager_args),
         )
         stages = cp.workdir / "kwok-fleet-stages.yaml"
         stages.write_text(fleet_stages((cp.kwok_bin_dir / "kwok-stages.yaml").read_text()))
