@@ -20,6 +20,7 @@ import pytest
 from components.loader import parse_config
 from components.model.config import StackConfig
 from components.plan.offline import Run
+from e2e import cni
 from e2e.controlplane import ControlPlane
 from e2e.fleet import Fleet
 from e2e.fleet import play_operators as fleet_play_operators
@@ -70,6 +71,18 @@ def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
         yield cp
     finally:
         cp.stop()
+
+
+@pytest.fixture(scope="session")
+def cni_tools() -> Path:
+    """The node-side programs (e2e/cni): Multus' thin plugin and ib-sriov-cni from
+    ../shared/upstream/src, the harness, the stand-in delegate. A missing upstream folder fails the
+    test, naming it (a skip only under GPUAAS_WITHOUT_UPSTREAM=1, which the run's last line reports)."""
+    run_guards.need_upstream("src")
+    try:
+        return cni.bin_dir()
+    except SystemExit as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 def need_upstream() -> None:
