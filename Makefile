@@ -40,7 +40,7 @@ export KUBERNETES
 E2E_NEWEST := 1.37
 E2E_OLDEST := 1.35
 
-.PHONY: plan plans diff test lint typecheck unit e2e e2e-tools cluster cluster-down engine-shell bench clean tools actionlint policy-pack
+.PHONY: plan plans diff test lint typecheck unit e2e e2e-tools cluster cluster-down engine-shell bench bench-fleet clean tools actionlint policy-pack
 
 # The virtualenv (Pulumi.yaml names it too). Planning needs only the runtime (requirements.txt);
 # `make test` adds the test tools (requirements-dev.txt). Each stamp follows its own file.
@@ -134,10 +134,12 @@ else
 	GPUAAS_E2E_KUBERNETES="$$KUBERNETES" $(BIN)/python -m pytest -q -m e2e tests/e2e
 endif
 
-## cluster: a local control plane (KUBERNETES, default $(E2E_NEWEST)) with the onprem stack applied, left running;
+## cluster: the simulated fleet of STACK (default onprem) left running: a local control plane (KUBERNETES,
+## default $(E2E_NEWEST)) with kube-scheduler, the stack's nodes as KWOK nodes and its plan applied;
 ## prints KUBECONFIG and the kubectl of that version. cluster-down stops it.
 cluster: $(VENV)/.installed
 	GPUAAS_E2E_KUBERNETES="$$KUBERNETES" $(BIN)/python -m e2e.toolchain build controlplane
+	$(BIN)/python -m e2e.toolchain build kwok
 	GPUAAS_E2E_KUBERNETES="$$KUBERNETES" $(BIN)/python -m e2e.cluster up -- "$$STACK"
 
 cluster-down:
@@ -154,6 +156,14 @@ engine-shell: $(VENV)/.runtime
 ## bench: the scale benchmark of the offline plan (not part of `make test`).
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/plan_scale.py
+
+## bench-fleet: the 1000-node / 256-team fleet simulated (apply, DaemonSets ready, Kueue admission and a
+## borrow wave, control-plane memory) and the real engine on it (not part of `make test`; BENCHMARKS.md).
+bench-fleet: $(VENV)/.installed
+	$(BIN)/python -m e2e.toolchain build controlplane
+	$(BIN)/python -m e2e.toolchain build kwok
+	$(BIN)/python -m e2e.toolchain build kueue
+	$(BIN)/python benchmarks/fleet_scale.py
 
 clean:
 	rm -rf plan bench-out .pytest_cache .mypy_cache .ruff_cache

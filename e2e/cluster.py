@@ -1,10 +1,14 @@
-"""`make cluster`: a local control plane with a stack's plan applied, left running for hands-on use.
+"""`make cluster`: the simulated fleet of a stack with its plan applied, left running for hands-on use.
 
     python -m e2e.cluster up [onprem|aks]   # start, apply the plan, print KUBECONFIG; returns
     python -m e2e.cluster down              # stop it (and remove its state)
 
-``up`` starts a detached supervisor (its own session) that owns etcd, kube-apiserver and
-kube-controller-manager — they die with it — and waits until the plan is applied. The Kubernetes
+``up`` starts a detached supervisor (its own session) that owns etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler and KWOK — they die with it — creates the stack's nodes as
+KWOK nodes (tests/e2e/fleet_nodes.py: the suite's node oracle, so the cluster is the fleet the e2e
+tests prove things on; AKS: one node per pool), applies the plan, plays what the operators would
+have created (e2e/fleet.py), and waits until the plan is applied. Pods are scheduled by the real
+scheduler and run by KWOK: ``kubectl get pods -o wide`` shows where. The Kubernetes
 minor is ``$GPUAAS_E2E_KUBERNETES`` (``make cluster KUBERNETES=1.35``) or the newest; ``up`` prints
 the kubectl of that version (the control-plane tool set's, within the version skew). The
 kubeconfig's context is named like the stack's ``platform.kubeconfigContext`` (``onprem-admin``),
@@ -40,9 +44,10 @@ def _context_of(stack: str) -> str:
 
 def serve(stack: str) -> int:
     """The supervisor: start, apply, write the kubeconfig, then wait for SIGTERM."""
-    from components.plan.offline import run_program
-    from e2e.controlplane import ControlPlane
-    from e2e.plan_apply import apply_plan
+    from components.loader import gpuaas_section, parse_config
+    from components.plan.offline import run_program, stack_config
+    from e2e.fleet import Fleet, play_operators
+    from tests.e2e.fleet_nodes import fleet_nodes
 
     stop = False
 
@@ -53,19 +58,24 @@ def serve(stack: str) -> int:
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGINT, _term)
     shutil.rmtree(STATE / "run", ignore_errors=True)  # certs and keys are made anew per start
-    cp = ControlPlane(workdir=STATE / "run")
+    cfg = parse_config(gpuaas_section(stack_config(stack)))
+    nodes = [spec.manifest() for spec in fleet_nodes(cfg)]
+    fleet: Fleet | None = None
     try:
-        cp.start()
-        applied = apply_plan(cp.kube, run_program(stack))
+        fleet = Fleet.start(nodes, run=run_program(stack), workdir=STATE / "run")
+        play_operators(fleet.kube, cfg.network.namespace)
+        cp = fleet.cp
         cp.write_kubeconfig(STATE / "kubeconfig", context=_context_of(stack))
-        (STATE / "ready").write_text(f"{cp.version()} {cp.server} {len(applied)} {cp.kubectl_path}\n")
+        ready = f"{cp.version()} {cp.server} {len(fleet.applied)} {len(nodes)} {cp.kubectl_path}\n"
+        (STATE / "ready").write_text(ready)
         while not stop:
             time.sleep(0.5)
     except Exception as e:
         (STATE / "failed").write_text(f"{type(e).__name__}: {e}\n")
         return 1
     finally:
-        cp.stop()
+        if fleet is not None:
+            fleet.stop()
     return 0
 
 
@@ -100,13 +110,17 @@ def up(stack: str) -> int:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         if (STATE / "ready").exists():
-            version, server, count, kubectl = (STATE / "ready").read_text().split()
+            version, server, count, nodes, kubectl = (STATE / "ready").read_text().split()
             kc = STATE / "kubeconfig"
-            print(f"cluster: kube-apiserver {version} at {server}, {count} objects of the {stack} plan applied")
+            print(
+                f"cluster: kube-apiserver {version} at {server} with kube-scheduler and KWOK: {nodes} nodes, "
+                f"{count} objects of the {stack} plan applied"
+            )
             print(f"  kubectl {version} (within the version skew): {kubectl}")
             print(f"  export KUBECONFIG={kc}")
             print(f"  alias kubectl={kubectl}")
-            print("  kubectl get ns -l gpuaas.io/team")
+            print("  kubectl get nodes -L gpuaas.io/node-group,nvidia.com/mig.config")
+            print("  kubectl get pods -A -o wide                                          # where each pod runs")
             print("  kubectl --as=alice --as-group=oidc:team-vision -n language get pods   # refused: another team")
             print("  make cluster-down                                                    # stops it")
             return 0

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Final
 
 from components.k8s import Manifest
+from components.model.capacity import group_capacity, node_counts, sharing_groups
 from components.model.config import StackConfig
-from components.model.resources import AKS_POOL_LABEL, NODE_GROUP_LABEL
+from components.model.resources import AKS_POOL_LABEL, GPU, NODE_GROUP_LABEL
 from components.proofs import pods
 from components.proofs.nccl import RENDEZVOUS_PORT, nccl_job
 from components.proofs.scripts import scripts_hash
@@ -33,17 +34,23 @@ def burn_in_priority_class(cfg: StackConfig) -> Manifest:
 def burn_in_groups(cfg: StackConfig, t: Target) -> list[tuple[str, str, str]]:
     """(name segment, node label, value) of each node group a target's burn-in runs on.
 
-    AKS: the target's pool. On-prem: every node group with at least two nodes (the proof is a pair).
+    AKS: the target's pool. On-prem: every node group with at least two nodes (the proof is a pair)
+    that offers whole GPUs: each pod asks for one ``nvidia.com/gpu``, which a MIG group under the
+    ``mixed`` strategy and a time-sliced group do not advertise, so there its pods could never be
+    placed (found on the simulated fleet, tests/e2e).
     """
     if t.pool is not None:
         return [(t.pool, AKS_POOL_LABEL, t.pool)]
     onprem = cfg.onprem
     if onprem is None:
         return []
-    counts: dict[str, int] = {}
-    for n in onprem.nodes:
-        counts[n.node_group] = counts.get(n.node_group, 0) + 1
-    return [(g.name, NODE_GROUP_LABEL, g.name) for g in onprem.node_groups if counts.get(g.name, 0) >= 2]
+    counts = node_counts(cfg)
+    whole = {
+        name for _w, name, sharing, model in sharing_groups(cfg) if group_capacity(cfg, name, sharing, model).get(GPU)
+    }
+    return [
+        (g.name, NODE_GROUP_LABEL, g.name) for g in onprem.node_groups if counts.get(g.name, 0) >= 2 and g.name in whole
+    ]
 
 
 def _burn_in_name(t: Target, group: str) -> str:

@@ -744,6 +744,32 @@ def test_burn_in_runs_the_nccl_proof_per_node_group_at_the_lowest_priority() -> 
     assert (pc["value"], pc["preemptionPolicy"], pc["globalDefault"]) == (-1000, "Never", False)
 
 
+@pytest.mark.parametrize("strategy", ["mixed", "single"])
+def test_burn_in_runs_only_on_groups_that_offer_the_whole_gpu_its_pods_ask_for(strategy: str) -> None:
+    """The burn-in is the NCCL pair, one ``nvidia.com/gpu`` per pod: a MIG group (mixed strategy:
+    its GPUs are advertised as ``nvidia.com/mig-<profile>`` only) or a time-sliced group (renamed to
+    ``nvidia.com/gpu.shared``) has no node that can hold it, however many nodes it has (found on the
+    simulated fleet: such a CronJob's pods stay Pending). With ``single`` a MIG group advertises
+    ``nvidia.com/gpu`` and may run it."""
+    raw = raw_stack("onprem")
+    raw["verification"] = {"burnIn": {"enabled": True}}
+    raw["gpuOperator"]["migStrategy"] = strategy
+    raw["platform"]["nodes"] += [
+        {"name": "gpu-node-07", "id": 7, "nodeGroup": "h100-mig"},
+        {"name": "gpu-node-08", "id": 8, "nodeGroup": "h100-shared"},
+    ]
+    if strategy == "single":  # single needs one profile per GPU
+        raw["platform"]["nodeGroups"][0]["mig"] = {"layout": "all-1g.10gb"}
+        for team in raw["teams"]:
+            if "mig" in team["quota"]:
+                team["quota"]["mig"] = {}
+                team["quota"]["gpus"] = 0
+    cfg = parse_config(raw)
+    (t,) = v.targets(cfg)
+    groups = sorted(g for g, _l, _v in burn_in.burn_in_groups(cfg, t))
+    assert groups == (["h100-full"] if strategy == "mixed" else ["h100-full", "h100-mig"])
+
+
 @pytest.mark.parametrize("which", ["onprem", "aks-pools"])
 def test_burn_in_objects_are_valid_kubernetes(which: str) -> None:
     raw = raw_stack("aks" if which == "aks-pools" else "onprem")

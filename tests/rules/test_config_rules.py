@@ -462,6 +462,28 @@ INVALID: list[tuple[str, str, list[Edit], str, str]] = [
         "less than or equal to -1",
     ),
     (
+        # Found on the simulated fleet: the proof pairs need two nodes (required anti-affinity).
+        "verified-pool-of-one-node",
+        "aks",
+        [_set("platform.gpuPools[0].maxCount", 1)],
+        "gpuaas:teams[0].verify",
+        "pairs of pods on two nodes of pool 'ndh100a', whose maxCount is 1",
+    ),
+    (
+        "verified-pool-without-whole-gpus",
+        "aks",
+        [_set("platform.gpuPools[0].mig", {"layout": "all-1g.10gb"})],
+        "gpuaas:teams[0].verify",
+        "pool 'ndh100a' advertises none",
+    ),
+    (
+        "nccl-pair-with-one-whole-gpu-node",
+        "onprem",
+        [HARD] + [_set(f"platform.nodes[{i}].nodeGroup", "h100-shared") for i in (1, 2, 3)],
+        "gpuaas:teams[0].verify",
+        "1 node(s) are whole-GPU nodes",
+    ),
+    (
         # Review item 1: shared RDMA for a partitionless team while teams have partitions.
         "rdma-without-partition-beside-partitions",
         "aks",
@@ -537,6 +559,18 @@ VALID: list[tuple[str, str, list[Edit]]] = [
                 },
             )
         ],
+    ),
+    # the allowed twins of the proof-pair rules: two nodes of the pool, two whole-GPU nodes
+    (
+        "verified-pool-of-two-nodes",
+        "aks",
+        [_set("platform.gpuPools[0].maxCount", 2), _set("teams[0].quota", {"gpus": 16, "rdma": 16})],
+    ),
+    (
+        "nccl-pair-with-two-whole-gpu-nodes",
+        "onprem",
+        [HARD, _set("teams[1].quota.gpus", 4), _set("teams[2].quota.gpus", 0)]
+        + [_set(f"platform.nodes[{i}].nodeGroup", "h100-shared") for i in (2, 3)],
     ),
     ("isolation-none", "onprem", [_set("verification", {"isolationPairs": []})]),
     ("perftest-by-tag", "onprem", [_set("versions", {"perftestDigest": None, "perftest": "20260714-101500"})]),
