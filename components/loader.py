@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from components.model import charts
 from components.model.azure_grammar import normal_location
 from components.model.config import StackConfig
 from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
@@ -338,6 +339,12 @@ def load_config() -> StackConfig:
         config = {f"{NAMESPACE}:{k}": v for k, v in raw.items()}
         if isinstance(provider, str):
             config["azure-native:location"] = provider
-        return parse_stack(config)
+        cfg = parse_stack(config)
+        # The one check that reads this machine: a chart mirror folder holds every chart the
+        # stack installs (what Helm will open), before any resource is registered.
+        missing = list(charts.mirror_issues(cfg.charts, charts.stack_charts(cfg.versions, cfg.queues.elastic)))
+        if missing:
+            raise ConfigError(missing)
+        return cfg
     except ConfigError as err:
         raise pulumi.RunError(err.render()) from None

@@ -12,12 +12,11 @@ language host; ``k8sprovider``: pulumi-resource-kubernetes), put first on ``PATH
 loads the provider from there (an ambient plugin) and downloads nothing
 (``PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION``).
 
-The operators' charts are not reachable offline: :func:`standin_charts` writes, per release, a
-local chart with the chart's real name and version that holds only its upstream CRDs (from
-../shared/upstream, at the pinned chart version), and the program installs it through the
-test-only switch ``GPUAAS_E2E_STANDIN_CHARTS`` (components/k8s.py), which also skips the awaits
-of workloads that only a kubelet could make ready. :class:`NetworkOperatorStandIn` plays the
-Network Operator where the program waits on it (the NicClusterPolicy's ``pulumi.com/waitFor``).
+The operators' charts come from a chart mirror, the product's own ``gpuaas:charts.directory``
+(:func:`mirror`: the whole upstream charts in ../shared/upstream/charts), so every Helm release
+installs the real chart with our values through the real provider, and every workload is awaited
+as on a real cluster. :class:`NetworkOperatorStandIn` plays the Network Operator where the
+program waits on it (the NicClusterPolicy's ``pulumi.com/waitFor``).
 
     python -m e2e.engine shell [--stack onprem]   # a shell with PATH, backend and passphrase set
 """
@@ -42,9 +41,7 @@ from typing import Any
 
 import yaml
 
-from components.k8s import E2E_STANDIN_CHARTS_ENV
-from components.model import versions
-from components.operators import gpu_operator, network_operator, nic_cluster_policy
+from components.operators import nic_cluster_policy
 from e2e import toolchain
 from e2e.kube import ApiError, Kube
 
@@ -61,53 +58,23 @@ def bin_dirs() -> list[Path]:
 
 
 # --------------------------------------------------------------------------------------------
-# stand-in charts
+# the charts
 
 
-@dataclasses.dataclass(frozen=True)
-class StandIn:
-    chart: str  # the chart name the program installs (components/*.CHART)
-    version: str  # the pinned chart version (components/model/versions.py)
-    upstream: Path  # the chart's folder in ../shared/upstream at that version
+def mirror() -> Path:
+    """The e2e's chart mirror: the upstream fixtures' whole charts (network-operator v26.4.1,
+    gpu-operator v26.7.0, kueue v0.19.2), each unpacked at its git tag as ``<chart>-<tag>/``,
+    which the product's ``gpuaas:charts.directory`` reads as it reads any mirror."""
+    return UPSTREAM / "charts"
 
 
-def standins() -> list[StandIn]:
-    return [
-        StandIn(
-            network_operator.CHART,
-            versions.NETWORK_OPERATOR_CHART,
-            UPSTREAM / "network-operator" / versions.NETWORK_OPERATOR_CHART,
-        ),
-        StandIn(
-            gpu_operator.CHART, versions.GPU_OPERATOR_CHART, UPSTREAM / "gpu-operator" / versions.GPU_OPERATOR_CHART
-        ),
-        # Kueue's chart is an OCI reference; ../shared/upstream keeps its CRDs only (no Chart.yaml).
-        StandIn("kueue", versions.KUEUE_CHART, UPSTREAM / "kueue" / f"v{versions.KUEUE_CHART.lstrip('v')}"),
-    ]
-
-
-def standin_charts(dest: Path) -> Path:
-    """Write one local chart per release under ``dest``: the chart's name (upstream Chart.yaml),
-    the pinned version (the upstream tree's Chart.yaml may carry a development placeholder,
-    e.g. the GPU Operator's ``v1.0.0-devel``), and the chart's own ``crds/`` (Helm installs
-    those before anything else)."""
-    for s in standins():
-        chart_yaml = s.upstream / "Chart.yaml"
-        meta = yaml.safe_load(chart_yaml.read_text()) if chart_yaml.is_file() else {"name": s.chart}
-        out = dest / s.chart
-        (out / "crds").mkdir(parents=True, exist_ok=True)
-        chart = {
-            "apiVersion": "v2",
-            "name": meta["name"],
-            "version": s.version.lstrip("v"),
-            "appVersion": s.version,
-            "description": f"e2e stand-in for {meta['name']} {s.version}: its upstream CRDs only",
-            "type": "application",
-        }
-        (out / "Chart.yaml").write_text(yaml.safe_dump(chart, sort_keys=False))
-        for crd in sorted((s.upstream / "crds").glob("*.y*ml")):
-            shutil.copyfile(crd, out / "crds" / crd.name)
-    return dest
+def with_mirror(config: Mapping[str, Any], charts: Path | None) -> dict[str, Any]:
+    """``config`` with ``gpuaas:charts.directory`` set to ``charts`` (unless the config says
+    where its charts come from itself, or ``charts`` is ``None``)."""
+    out = copy.deepcopy(dict(config))
+    if charts is not None and "gpuaas:charts" not in out:
+        out["gpuaas:charts"] = {"directory": str(charts)}
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,13 +114,15 @@ class Stack:
         stack: str = "onprem",
         workdir: Path | None = None,
         bins: Sequence[Path] | None = None,
+        charts: Path | None = None,
     ) -> None:
+        """``charts``: the chart mirror every config written gets (default :func:`mirror`)."""
         self.stack = stack
+        self.charts = charts if charts is not None else mirror()
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuaas-engine-"))
         self.project = self.workdir / "project"
         self.home = self.workdir / "home"
         self.state = self.workdir / "state"
-        self.charts = self.workdir / "charts"
         for d in (self.project, self.home, self.state):
             d.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / "Pulumi.yaml", self.project / "Pulumi.yaml")
@@ -161,7 +130,6 @@ class Stack:
             link = self.project / name
             if not link.exists():
                 link.symlink_to(ROOT / name)
-        standin_charts(self.charts)
         self.bins = list(bins) if bins is not None else bin_dirs()
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")},
@@ -173,7 +141,6 @@ class Stack:
             "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
             "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
             "KUBECONFIG": str(kubeconfig),
-            E2E_STANDIN_CHARTS_ENV: str(self.charts),
             "NO_COLOR": "1",
         }
         self.log: list[Result] = []
@@ -214,10 +181,11 @@ class Stack:
         return self.project / f"Pulumi.{self.stack}.yaml"
 
     def write_config(self, config: Mapping[str, Any]) -> None:
-        """Replace the stack's ``config`` block, keeping what ``stack init`` wrote (the salt)."""
+        """Replace the stack's ``config`` block, keeping what ``stack init`` wrote (the salt); the
+        charts come from :attr:`charts` unless ``config`` names its own ``gpuaas:charts``."""
         doc = yaml.safe_load(self.config_file.read_text()) if self.config_file.exists() else None
         doc = doc if isinstance(doc, dict) else {}
-        doc["config"] = copy.deepcopy(dict(config))
+        doc["config"] = with_mirror(config, self.charts)
         self.config_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 
     def config(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import yaml
 
 from components import k8s as kube
 from components.guards.gate import gated
-from components.model import dra, resources
+from components.model import charts, dra, resources
 from components.model.capacity import (
     DEVICE_PLUGIN_DEFAULT_CONFIG,
     device_plugin_config_name,
@@ -44,7 +44,7 @@ MIG_CONFIG_KEY = "config.yaml"
 DEVICE_PLUGIN_CONFIGMAP = "gpuaas-time-slicing-config"
 #: Helm release name; a contract (renaming it reinstalls the operator).
 RELEASE_NAME = "gpu-operator"
-CHART = "gpu-operator"
+CHART = charts.GPU_OPERATOR
 PART_OF = resources.PART_OF
 
 
@@ -265,10 +265,9 @@ class GpuOperator(pulumi.ComponentResource):
         )
         self.release = kube.helm_release(
             f"{name}-release",
+            cfg,
             release=RELEASE_NAME,
             chart=CHART,
-            version=cfg.versions.gpu_operator_chart,
-            repository=cfg.versions.helm_repository,
             namespace=cfg.gpu_operator.namespace,
             # The values wait on the day-2 guards too: a resource-model switch (ClusterPolicy off)
             # must stop before the chart hears of it (components/model/dra.py model_switch_issues).

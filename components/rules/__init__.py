@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from components.model.config import StackConfig
 from components.model.errors import Issue
-from components.rules import dra, fabric, namespaces, platform, proofs, queues, sharing, tenancy
+from components.rules import charts, dra, fabric, namespaces, platform, proofs, queues, sharing, tenancy
 
 
 def check(cfg: StackConfig) -> list[Issue]:
@@ -20,6 +20,7 @@ def check(cfg: StackConfig) -> list[Issue]:
     for rule in (
         tenancy.check,
         platform.check,
+        charts.check,
         sharing.check,
         fabric.check,
         proofs.check,
