@@ -166,9 +166,23 @@ def namespace_manifest(cfg: StackConfig) -> dict[str, Any]:
     }
 
 
+def operator_version(cfg: StackConfig) -> str:
+    """The tag of the GPU Operator's own images (operator, validator, node status exporter): the
+    release of the pinned chart, ``v`` first as NVIDIA tags them (nvcr.io/nvidia/gpu-operator:v26.7.0).
+
+    The chart defaults these tags to its ``appVersion`` (templates/_helpers.tpl
+    ``gpu-operator.fullimage``, templates/clusterpolicy.yaml), which the published chart sets to
+    its release; the chart at its git tag says ``appVersion: main-latest`` (and ``version:
+    v1.0.0-devel``), so a mirror built from the source tree would run a moving development image.
+    Written out, the tag is the release wherever the chart comes from.
+    """
+    return "v" + cfg.versions.gpu_operator_chart.removeprefix("v")
+
+
 def gpu_operator_values(cfg: StackConfig) -> dict[str, Any]:
     """Helm values of the gpu-operator chart; every other key keeps the chart's default.
 
+    - ``operator``/``validator``/``nodeStatusExporter.version``: :func:`operator_version`.
     - ``nfd.enabled: false``: the Network Operator already runs NFD, and two NFD deployments fight
       over the same node labels (Azure/aks-rdma-infiniband configs/values/gpu-operator does the same).
     - ``driver``: see :func:`driver_enabled` and :func:`rdma_values`. With ``dmabuf``, NVIDIA's
@@ -186,8 +200,12 @@ def gpu_operator_values(cfg: StackConfig) -> dict[str, Any]:
         driver["version"] = cfg.versions.gpu_driver
     if dra.uses_dra(cfg):
         return dra_values(cfg, driver)
+    version = operator_version(cfg)
     return {
         "nfd": {"enabled": False},
+        "operator": {"version": version},
+        "validator": {"version": version},
+        "nodeStatusExporter": {"version": version},
         "driver": driver,
         "mig": {"strategy": go.mig_strategy},
         "migManager": {"config": {"create": False, "name": MIG_CONFIGMAP, "default": DISABLED}},
@@ -214,6 +232,7 @@ def dra_values(cfg: StackConfig, driver: dict[str, Any]) -> dict[str, Any]:
         driver = {**driver, "nvidiaDriverCRD": {"enabled": True, "deployDefaultCR": True}}
     return {
         "nfd": {"enabled": False},
+        "operator": {"version": operator_version(cfg)},
         "driver": driver,
         "clusterPolicy": {"deployCR": False},
         "gpuCluster": {"deployCR": False},
