@@ -3,11 +3,37 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= onprem
+BASE   ?= HEAD
+
+# Values given on the command line (STACK, BASE, PREVIOUS, DIFF_OUT, FIRST_RUN, UPSTREAM, KUBERNETES) are
+# taken as literal text (`$(value ...)`: make itself expands nothing in them, not even
+# `$(shell ...)`), reach the recipes as environment variables, never as recipe text: `make plan
+# STACK='x; touch y'` is a stack name (which the tool refuses), not a command. Recipes quote them
+# ("$$STACK"), put `--` before operands and `--opt="$$VALUE"` for options, and the tools check
+# each value in Python (components/plan: stack names; plandiff: `git rev-parse --verify`).
+override STACK    := $(value STACK)
+override BASE     := $(value BASE)
+override PREVIOUS := $(value PREVIOUS)
+override DIFF_OUT := $(value DIFF_OUT)
+override FIRST_RUN := $(value FIRST_RUN)
+override UPSTREAM := $(value UPSTREAM)
+export STACK BASE PREVIOUS DIFF_OUT FIRST_RUN
+
+# The upstream fixtures folder the tests read (e2e/upstream.py): GPUAAS_UPSTREAM, default
+# ../shared/upstream; `make test UPSTREAM=path` sets it. Without the folder `make unit` and
+# `make test` fail naming it; GPUAAS_WITHOUT_UPSTREAM=1 runs without it, and the run's last line
+# says in capitals what did not run. Nothing is downloaded.
+ifneq ($(UPSTREAM),)
+export GPUAAS_UPSTREAM := $(abspath $(UPSTREAM))
+endif
+
 # KUBERNETES: the Kubernetes minor of the e2e control plane (tool set controlplane-<minor>).
 # Empty (the default): `make e2e` runs the whole e2e suite on the newest supported minor and the
 # `every_minor` part (plan apply, isolation, quota) on the oldest. `make e2e KUBERNETES=1.35` runs
 # the whole suite on 1.35 alone; `make cluster KUBERNETES=1.35` starts a 1.35 cluster.
 KUBERNETES ?=
+override KUBERNETES := $(value KUBERNETES)
+export KUBERNETES
 # The minors e2e/toolchain.py builds (KUBERNETES_MODFILES; tests/test_e2e_toolchain.py checks these).
 E2E_NEWEST := 1.37
 E2E_OLDEST := 1.35
@@ -53,9 +79,10 @@ policy/venv/.installed: policy/requirements.txt
 	touch $@
 
 ## plan: offline plan of STACK (default onprem) into plan/STACK — no cloud, cluster or credentials.
-## PREVIOUS=path/outputs.yaml: an earlier plan's outputs stand for the stack's last run (day-2 guards).
+## PREVIOUS=path/outputs.yaml: an earlier plan's outputs stand for the stack's last run (day-2 guards);
+## only that stack's outputs are taken, and a missing file only with FIRST_RUN=1 (the stack never ran).
 plan: $(VENV)/.runtime
-	$(BIN)/python -m components.plan $(STACK) $(if $(PREVIOUS),--previous $(PREVIOUS))
+	$(BIN)/python -m components.plan $${PREVIOUS:+--previous="$$PREVIOUS"} $${FIRST_RUN:+--first-run} -- "$$STACK"
 
 ## plans: offline plans of every checked-in stack.
 plans: $(VENV)/.runtime
@@ -63,11 +90,15 @@ plans: $(VENV)/.runtime
 
 ## diff: compare the plan of STACK with BASE (a git ref, default HEAD, or a plan folder): what was
 ## added, changed and removed per team and per component, then the object diffs (also in
-## DIFF_OUT/plan.diff, default plan/diff-STACK). Changes are not an error here; problems are.
-BASE ?= HEAD
+## DIFF_OUT/plan.diff, default plan/diff-STACK). Changes (the tool's status 1) are not an error
+## here; a problem (status 2: bad config, a day-2 guard, a bad BASE) fails with that status.
+## FIRST_RUN=1: this change adds STACK, so a BASE without it diffs as an empty plan.
 diff: $(VENV)/.runtime
-	@$(BIN)/python -m components.plandiff --stack $(STACK) --base $(BASE) $(if $(DIFF_OUT),--out $(DIFF_OUT)) \
-		|| [ $$? -eq 1 ]
+	@status=0; $(BIN)/python -m components.plandiff --stack="$$STACK" --base="$$BASE" \
+		$${DIFF_OUT:+--out="$$DIFF_OUT"} $${FIRST_RUN:+--first-run} || status=$$?; \
+	if [ "$$status" -eq 1 ]; then exit 0; fi; \
+	if [ "$$status" -ne 0 ]; then echo "make diff: components.plandiff exited with status $$status" >&2; fi; \
+	exit "$$status"
 
 ## test: lint, strict type check, the unit suite and the e2e suite against the real control plane (what CI runs).
 test: lint typecheck unit e2e
@@ -87,7 +118,7 @@ unit: $(VENV)/.installed $(TOOLS_STAMP)
 ## e2e-tools: build the real programs the e2e suite runs (Go modules only), cached by version outside the clone:
 ## the control plane of each minor (only KUBERNETES's when set), Kueue, the engine, the provider, KWOK, Prometheus.
 e2e-tools: $(VENV)/.runtime
-	GPUAAS_E2E_KUBERNETES=$(KUBERNETES) $(BIN)/python -m e2e.toolchain build all
+	GPUAAS_E2E_KUBERNETES="$$KUBERNETES" $(BIN)/python -m e2e.toolchain build all
 
 ## e2e: tests/e2e against a real etcd, kube-apiserver and kube-controller-manager (and the tools e2e-tools builds):
 ## all of it on $(E2E_NEWEST), then the `every_minor` tests on $(E2E_OLDEST); with KUBERNETES=X.Y all of it on X.Y only.
@@ -96,14 +127,14 @@ ifeq ($(strip $(KUBERNETES)),)
 	GPUAAS_E2E_KUBERNETES=$(E2E_NEWEST) $(BIN)/python -m pytest -q -m e2e tests/e2e
 	GPUAAS_E2E_KUBERNETES=$(E2E_OLDEST) $(BIN)/python -m pytest -q -m "e2e and every_minor" tests/e2e
 else
-	GPUAAS_E2E_KUBERNETES=$(KUBERNETES) $(BIN)/python -m pytest -q -m e2e tests/e2e
+	GPUAAS_E2E_KUBERNETES="$$KUBERNETES" $(BIN)/python -m pytest -q -m e2e tests/e2e
 endif
 
 ## cluster: a local control plane (KUBERNETES, default $(E2E_NEWEST)) with the onprem stack applied, left running;
 ## prints KUBECONFIG and the kubectl of that version. cluster-down stops it.
 cluster: $(VENV)/.installed
-	GPUAAS_E2E_KUBERNETES=$(KUBERNETES) $(BIN)/python -m e2e.toolchain build controlplane
-	GPUAAS_E2E_KUBERNETES=$(KUBERNETES) $(BIN)/python -m e2e.cluster up $(STACK)
+	GPUAAS_E2E_KUBERNETES="$$KUBERNETES" $(BIN)/python -m e2e.toolchain build controlplane
+	GPUAAS_E2E_KUBERNETES="$$KUBERNETES" $(BIN)/python -m e2e.cluster up -- "$$STACK"
 
 cluster-down:
 	$(BIN)/python -m e2e.cluster down
@@ -114,7 +145,7 @@ cluster-down:
 engine-shell: $(VENV)/.runtime
 	$(BIN)/python -m e2e.toolchain build engine
 	$(BIN)/python -m e2e.toolchain build k8sprovider
-	$(BIN)/python -m e2e.engine shell --stack $(STACK)
+	$(BIN)/python -m e2e.engine shell --stack="$$STACK"
 
 ## bench: the scale benchmark of the offline plan (not part of `make test`).
 bench: $(VENV)/.installed

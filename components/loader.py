@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from components.model import charts
+from components.model import charts, yamlfile
 from components.model.azure_grammar import normal_location
 from components.model.config import StackConfig
 from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
@@ -34,60 +34,17 @@ NAMESPACE = "gpuaas"
 # Stack files: YAML problems as file:line:column, never a traceback
 
 
-class StackFileLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key written twice in one mapping.
-
-    YAML 1.2 says mapping keys are unique, but PyYAML keeps the last one silently: two
-    ``gpuaas:teams`` keys would plan the second list (or an empty one) and drop the first. The
-    Pulumi CLI's Go YAML refuses them, so the offline plan must too.
-    """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, yaml.Node] = {}
-        for key_node, _value in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # '<<' merges may be overridden by explicit keys (YAML merge spec)
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.setdefault(key, key_node)
-            except TypeError:
-                continue  # an unhashable key: the base constructor reports it with its mark
-            if first is not key_node:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r} (first at line {first.start_mark.line + 1}, column "
-                    f"{first.start_mark.column + 1}); a key may appear once in a mapping",
-                    key_node.start_mark,
-                )
-        return super().construct_mapping(node, deep=deep)
-
-
-def _mark_issue(file: str, err: yaml.YAMLError, text: str) -> Issue:
-    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-    if isinstance(err, yaml.reader.ReaderError):  # a character YAML forbids: a position, no mark
-        before = text[: err.position]
-        where = f"{file}:{before.count(chr(10)) + 1}:{err.position - (before.rfind(chr(10)) + 1) + 1}"
-        char = chr(err.character) if isinstance(err.character, int) else err.character
-        return Issue(where, f"YAML: character {char!r} is not allowed in YAML ({err.reason})")
-    where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark is not None else file
-    problem = str(getattr(err, "problem", None) or err)
-    if "'\\t'" in problem:
-        problem = f"{problem} (YAML indents with spaces; tabs are not allowed there)"
-    return Issue(where, f"YAML: {problem}")
-
-
 def read_stack_file(file: Path) -> dict[str, Any]:
-    """The ``config:`` map of a ``Pulumi.<stack>.yaml``, or :class:`ConfigError` with file:line:column."""
+    """The ``config:`` map of a ``Pulumi.<stack>.yaml``, or :class:`ConfigError` with file:line:column.
+
+    Read with :mod:`components.model.yamlfile`'s bounds (a regular file, size, depth, core tags,
+    aliases): a stack file may come from a pull request.
+    """
     name = str(file)
     try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ConfigError([Issue(name, f"is not UTF-8 text ({err.reason} at byte {err.start})")]) from None
-    try:
-        data = yaml.load(text, Loader=StackFileLoader)  # a SafeLoader subclass
-    except yaml.YAMLError as err:
-        raise ConfigError([_mark_issue(name, err, text)]) from None
+        data = yamlfile.read_yaml(file, "stack file")
+    except yamlfile.YamlError as err:
+        raise ConfigError([Issue(err.where, err.why)]) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -130,8 +87,8 @@ def _loc_of(issue_path: str) -> tuple[str | int, ...]:
 def stack_file_marks(file: Path) -> dict[tuple[str | int, ...], tuple[int, int]]:
     """Every value's (line, column) in a stack file's ``config:``, keyed by its path (1-based)."""
     try:
-        root = yaml.compose(file.read_text(encoding="utf-8"), Loader=StackFileLoader)  # a SafeLoader subclass
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        root = yamlfile.compose(yamlfile.read_text(file, "stack file"), str(file))
+    except yamlfile.YamlError:
         return {}
     marks: dict[tuple[str | int, ...], tuple[int, int]] = {}
 

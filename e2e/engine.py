@@ -41,12 +41,14 @@ from typing import Any
 
 import yaml
 
+from components.model import charts
+from components.model.versions import Versions
 from components.operators import nic_cluster_policy
-from e2e import toolchain
+from e2e import toolchain, upstream
 from e2e.kube import ApiError, Kube
 
 ROOT = Path(__file__).resolve().parent.parent
-UPSTREAM = ROOT.parent / "shared" / "upstream"
+UPSTREAM = upstream.upstream_dir()
 PASSPHRASE = "gpuaas-e2e-local-backend"  # a throwaway local backend: not a secret of anything
 ENGINE_SETS = ("engine", "k8sprovider")
 PROJECT_FILES = ("__main__.py", "components", ".venv")
@@ -64,8 +66,13 @@ def bin_dirs() -> list[Path]:
 def mirror() -> Path:
     """The e2e's chart mirror: the upstream fixtures' whole charts (network-operator v26.4.1,
     gpu-operator v26.7.0, kueue v0.19.2), each unpacked at its git tag as ``<chart>-<tag>/``,
-    which the product's ``gpuaas:charts.directory`` reads as it reads any mirror."""
-    return UPSTREAM / "charts"
+    which the product's ``gpuaas:charts.directory`` reads as it reads any mirror. Every file of
+    the charts the stacks install is checked against its upstream blob id first."""
+    folder = upstream.upstream_dir() / "charts"
+    for c in charts.stack_charts(Versions(), elastic=True):
+        found = charts.source(charts.Charts(directory=str(folder)), c)
+        upstream.require(Path(found.chart).relative_to(upstream.upstream_dir()))
+    return folder
 
 
 def with_mirror(config: Mapping[str, Any], charts: Path | None) -> dict[str, Any]:

@@ -110,6 +110,53 @@ def test_make_test_runs_once_not_per_stack(pr: dict[str, Any]) -> None:
     assert setup["with"]["python-version"] == "3.11"
 
 
+def _test_job_step(pr: dict[str, Any], step_id: str) -> dict[str, Any]:
+    [step] = [s for s in pr["jobs"]["test"]["steps"] if s.get("id") == step_id]
+    return step
+
+
+def test_make_test_runs_only_with_the_upstream_fixtures_and_the_rest_says_so(pr: dict[str, Any]) -> None:
+    steps = pr["jobs"]["test"]["steps"]
+    assert pr["jobs"]["test"]["env"]["GPUAAS_UPSTREAM"] == "${{ vars.GPUAAS_UPSTREAM }}"
+    [whole] = [s for s in steps if s.get("run") == "make test"]
+    assert whole["if"] == "steps.upstream.outputs.present == 'true'"
+    [partial] = [s for s in steps if "steps.upstream.outputs.present != 'true'" in s.get("if", "")]
+    assert partial["env"] == {"GPUAAS_WITHOUT_UPSTREAM": "1"}
+    assert partial["run"] == "make lint typecheck unit"  # no e2e: without the folder it cannot run
+    assert steps.index(_test_job_step(pr, "upstream")) < steps.index(whole)
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_the_upstream_check_finds_the_folder_or_writes_the_summary(
+    pr: dict[str, Any], tmp_path: Path, present: bool
+) -> None:
+    folder = tmp_path / "upstream"
+    folder.mkdir()
+    if present:
+        (folder / "MANIFEST-charts-src.tsv").write_text("local_path\tblob\n")
+        (folder / "README.md").write_text("# upstream\n")
+    out, summary = tmp_path / "github_output", tmp_path / "summary.md"
+    out.write_text("")
+    summary.write_text("")
+    env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary)}
+    result = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", _test_job_step(pr, "upstream")["run"]],
+        env={**env, "GPUAAS_UPSTREAM": str(folder)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert out.read_text() == f"present={'true' if present else 'false'}\n"
+    if present:
+        assert summary.read_text() == "" and "::warning" not in result.stdout
+    else:
+        assert "### The e2e suite did not run here" in summary.read_text()
+        assert f"`{folder}`" in summary.read_text() and "GPUAAS_WITHOUT_UPSTREAM=1" in summary.read_text()
+        assert result.stdout.startswith("::warning title=e2e did not run::no upstream fixtures folder at ")
+
+
 @pytest.mark.parametrize("job_name", ["plan-diff", "preview"])
 def test_stack_jobs_cover_every_checked_in_stack(pr: dict[str, Any], job_name: str) -> None:
     assert STACKS == ["aks", "onprem"]
@@ -124,7 +171,9 @@ def test_plan_diff_plans_head_and_base_and_publishes_the_diff(pr: dict[str, Any]
     script = _run_text(job)
     # The built-in comparison (components/plan/diff.py) plans both sides and writes plan.diff.
     assert 'git fetch --no-tags --depth=1 origin "$BASE_SHA"' in script
-    assert 'make diff STACK="$STACK" BASE="$BASE_SHA" DIFF_OUT="$RUNNER_TEMP/plans"' in script
+    assert 'make diff STACK="$STACK" BASE="$BASE_SHA" DIFF_OUT="$RUNNER_TEMP/plans" FIRST_RUN="$first_run"' in script
+    # a first run only where the base lacks the stack (components/plan/previous.py refuses a missing one otherwise)
+    assert 'if ! git cat-file -e "$BASE_SHA:Pulumi.$STACK.yaml" 2>/dev/null; then\n  first_run=1' in script
     assert "diff -ru" not in script
     assert re.search(r"^diff: ", (ROOT / "Makefile").read_text(), re.M)
     [upload] = _steps(job, "actions/upload-artifact@")

@@ -17,6 +17,13 @@ from components.model.errors import ConfigError, Issue
 
 T = TypeVar("T")
 
+#: Every run exports its stack's name and the outputs' format version (``__main__.py``), so that a
+#: ``--previous`` file of another stack, or one cut short, is told apart (components/plan/previous.py).
+#: Bump FORMAT when an output a guard reads changes shape.
+STACK_KEY = "stack"
+FORMAT_KEY = "outputsFormat"
+FORMAT = 1
+
 
 def stop_on(results: Sequence[tuple[list[Issue], list[str]]]) -> bool:
     """Every day-2 guard's ``(issues, warnings)`` at once: log the warnings, stop on any issue.

@@ -22,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from components.guards.gate import stop_on, string_map
-from components.model.capacity import layout_name, sharing_groups
+from components.model.capacity import layout_name, mig_counts, sharing_groups
+from components.model.catalog import GPU_MODELS
 from components.model.config import StackConfig
 from components.model.errors import Issue
+from components.model.mig import LayoutError, parse_layout
 from components.model.resources import AKS_POOL_LABEL, NODE_GROUP_LABEL
 from components.model.sharing import GpuSharing
 
@@ -84,11 +86,11 @@ def check(
     warnings: list[str] = []
     before = previous or {}
     moved = _moved_nodes(cfg, before, previous_nodes or {})
-    for where, name, sharing, _model in sharing_groups(cfg):
+    for where, name, sharing, model in sharing_groups(cfg):
         key = f"gpuaas:{where}.mig"
         now = layout_name(sharing)
         was = before.get(name)
-        if was is not None and was != now:
+        if was is not None and not same_layout(was, sharing, model):
             if not _acknowledged(sharing):
                 issues.append(
                     Issue(
@@ -138,10 +140,38 @@ def _moved_nodes(
     for i, node in enumerate(onprem.nodes):
         group = onprem.groups_by_name.get(node.node_group)
         was = before_nodes.get(node.name)
-        if group is None or was is None or was == layout_name(group) or before.get(group.name) == was:
+        if group is None or was is None or same_layout(was, group, group.gpu_model) or before.get(group.name) == was:
             continue
         out.append((i, node.name, group.name, was))
     return out
+
+
+def same_layout(was: str, sharing: GpuSharing, model: str) -> bool:
+    """Whether the last run's layout ``was`` (a mig-parted config name) cuts the GPUs as ``sharing`` does.
+
+    Compared by meaning, not spelling: ``layout: 1x4g.40gb-3x1g.10gb``, ``profiles: {1g.10gb: 3,
+    4g.40gb: 1}`` and (on an H100) ``all-1g.10gb`` / ``7x1g.10gb`` are each one geometry. The node
+    label then changes its name only; MIG Manager asserts the geometry is already applied and
+    re-partitions nothing (mig-parted deployments/gpu-operator/reconfigure-mig.sh: ``nvidia-mig-parted
+    assert`` before any reset), so no GPU pod is evicted. A name this gpuaas cannot read (another
+    model's profile, an older spelling) is compared as text.
+    """
+    if was == layout_name(sharing):
+        return True
+    gpu = GPU_MODELS.get(model)
+    if gpu is None:
+        return False
+    try:
+        before = parse_layout(was, gpu)
+    except LayoutError:
+        return False
+    now = mig_counts(sharing, model)
+    return _dotted(before) == _dotted(now)
+
+
+def _dotted(counts: Mapping[str, int]) -> dict[str, int]:
+    """Profile counts with ``+`` written ``.`` (how layout names spell ``1g.10gb+me``)."""
+    return {p.replace("+", "."): n for p, n in counts.items() if n}
 
 
 def _acknowledged(sharing: GpuSharing) -> bool:

@@ -4,6 +4,7 @@
 (:mod:`components.model.platform`, :mod:`~components.model.network`,
 :mod:`~components.model.gpu_operator`, :mod:`~components.model.teams`,
 :mod:`~components.model.queues`, :mod:`~components.model.verification`,
+:mod:`~components.model.observability`,
 :mod:`~components.model.versions`, :mod:`~components.model.charts`). Types and defaults live in
 the model; cross-field rules live in
 :mod:`components.rules`; turning errors into ``gpuaas:<path>: <reason>`` lines lives in
@@ -21,6 +22,7 @@ from components.model.base import Model
 from components.model.charts import Charts
 from components.model.gpu_operator import GpuOperator
 from components.model.network import Network
+from components.model.observability import Observability
 from components.model.platform import AksPlatform, OnPremPlatform, Platform
 from components.model.queues import Queues
 from components.model.teams import Team
@@ -45,6 +47,7 @@ class StackConfig(Model):
     quota_policy: QuotaPolicy = QuotaPolicy()
     queues: Queues = Queues()
     verification: Verification = Verification()
+    observability: Observability = Observability()
 
     @property
     def onprem(self) -> OnPremPlatform | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import io
+import re
 import subprocess
 import sys
 import tarfile
@@ -33,6 +34,7 @@ import yaml
 from components.model.errors import ConfigError, Issue
 from components.plan.index import INDEX
 from components.plan.offline import ROOT
+from components.plan.previous import read_previous
 from components.plan.writer import PLAN_MARKERS, plan_target, write_plan
 
 #: Files every plan has that say nothing an object diff does not (the summary is read on its own).
@@ -148,32 +150,69 @@ def _plan_folder(folder: Path, stack: str) -> Path | None:
     return None
 
 
-def plan_ref(ref: str, stack: str, out: Path) -> tuple[Path | None, str]:
+def resolve_ref(ref: str) -> str:
+    """The commit ``ref`` names, checked the way git does (``git rev-parse --verify``), as a full id.
+
+    A pull request controls the base it is diffed against: a value like ``--output=FILE`` must
+    never reach git as an option (``git archive`` would write FILE), so it is refused here, and
+    only the commit id this returns is handed on.
+    """
+    if not ref or ref.startswith("-") or any(ord(c) < 0x20 or c in "\x7f" for c in ref):
+        raise ConfigError([Issue("--base", f"{ref!r} is neither a plan folder nor a git ref")])
+    found = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    commit = found.stdout.strip()
+    if found.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
+        raise ConfigError(
+            [Issue("--base", f"{ref!r} is neither a plan folder nor a git ref (git rev-parse --verify refuses it)")]
+        )
+    return commit
+
+
+def plan_ref(ref: str, stack: str, out: Path, first_run: bool = False) -> Path | None:
     """Plan ``stack`` as commit ``ref`` has it, with that commit's own code, into ``out/<stack>``.
 
-    Returns the plan folder, or ``None`` and why (a ref without the stack, or one that cannot
-    plan it) — the diff is then against an empty plan, as for a new stack.
+    Returns the plan folder, or ``None`` when the commit has no such stack and ``first_run`` says
+    this change adds it (the diff is then against an empty plan). A base that has the stack but
+    cannot plan it is a problem, not an empty plan: the day-2 guards would have nothing to check.
     """
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True, check=False)
+    commit = resolve_ref(ref)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "--"], capture_output=True, check=False
+    )
     if archive.returncode != 0:
-        raise ConfigError(
-            [Issue("--base", f"{ref!r} is neither a plan folder nor a git ref ({_first(archive.stderr)})")]
-        )
+        raise ConfigError([Issue("--base", f"{ref!r}: git archive failed ({_first(archive.stderr)})")])
     with tempfile.TemporaryDirectory(prefix="gpuaas-base-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(tmp, filter="data")
         if not (Path(tmp) / f"Pulumi.{stack}.yaml").is_file():
-            return None, f"{ref} has no Pulumi.{stack}.yaml"
+            if first_run:
+                return None
+            raise ConfigError(
+                [
+                    Issue(
+                        "--base",
+                        f"{ref} has no Pulumi.{stack}.yaml: if this change adds stack {stack}, say so with "
+                        "--first-run (make diff FIRST_RUN=1); otherwise diff against a base that has it",
+                    )
+                ]
+            )
         proc = subprocess.run(
-            [sys.executable, "-m", "components.plan", stack, "--out", str(out), "--quiet"],
+            [sys.executable, "-m", "components.plan", "--out", str(out), "--quiet", "--", stack],
             cwd=tmp,
             capture_output=True,
             text=True,
             check=False,
         )
     if proc.returncode != 0:
-        return None, f"{ref} could not plan stack {stack}: {_first(proc.stderr.encode())}"
-    return out / stack, ""
+        raise ConfigError(
+            [Issue("--base", f"{ref} could not plan stack {stack} with its own code: {_first(proc.stderr.encode())}")]
+        )
+    return out / stack
 
 
 def _first(stderr: bytes) -> str:
@@ -188,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head", type=Path, help="a plan folder (default: plan the working tree)")
     parser.add_argument("--out", type=Path, help="where base/, head/ and plan.diff go (default: plan/diff-<stack>)")
     parser.add_argument("--quiet", action="store_true", help="write plan.diff, print only the counts")
+    parser.add_argument(
+        "--first-run",
+        action="store_true",
+        help="this change adds the stack: a base without it diffs as an empty plan (the guards have no last run)",
+    )
     args = parser.parse_args(argv)
     out: Path = args.out or ROOT / "plan" / f"diff-{args.stack}"
 
@@ -195,19 +239,29 @@ def main(argv: list[str] | None = None) -> int:
         plan_target(args.stack, out)  # a stack name, never a path
         out.mkdir(parents=True, exist_ok=True)
         warning = ""
+        planned_here = False
         base_dir = _plan_folder(Path(args.base), args.stack) if Path(args.base).is_dir() else None
         if base_dir is None and Path(args.base).is_dir():
             raise ConfigError([Issue("--base", f"{args.base} holds no plan of stack {args.stack}")])
         if base_dir is None:
-            base_dir, warning = plan_ref(args.base, args.stack, out / "base")
+            base_dir = plan_ref(args.base, args.stack, out / "base", args.first_run)
+            planned_here = base_dir is not None
+            if base_dir is None:
+                warning = f"{args.base} has no stack {args.stack} (--first-run)"
         base = read_tree(base_dir) if base_dir is not None else {}
         if args.head is not None:
             head_dir = _plan_folder(args.head, args.stack)
             if head_dir is None:
                 raise ConfigError([Issue("--head", f"{args.head} holds no plan of stack {args.stack}")])
         else:
-            previous = base_dir / "outputs.yaml" if base_dir is not None else None
-            write_plan(args.stack, out / "head", previous=previous)
+            # The base's outputs stand for the stack's last run (day-2 guards); one this tool planned
+            # itself with older code carries no stamp, but is this stack's (components/plan/previous.py).
+            last = None
+            if base_dir is not None:
+                last = read_previous(
+                    base_dir / "outputs.yaml", args.stack, planned_as=args.stack if planned_here else None
+                )
+            write_plan(args.stack, out / "head", previous=last, first_run=last is None)
             head_dir = out / "head" / args.stack
         head = read_tree(head_dir)
     except ConfigError as err:

@@ -32,6 +32,7 @@ from components.model.grammar import stack_name_problem
 from components.plan.index import INDEX, plan_index, resource_counts
 from components.plan.offline import ROOT, Record, Run, gc_paused, run_program, stack_config
 from components.plan.offline import stack_file as own_file
+from components.plan.previous import FORMAT_KEY, STACK_KEY, read_previous
 from components.plan.summary import render_summary
 
 _TOP_ORDER = ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "rules", "subjects", "roleRef")
@@ -200,24 +201,38 @@ def plan_files(run: Run) -> dict[str, str]:
         if isinstance(run.outputs.get(key), str):
             put(f"opensm/{name}", run.outputs[key])
     shown = {k: (SECRET if k in run.secret_outputs else v) for k, v in run.outputs.items()}
-    put("outputs.yaml", dump(_sorted(shown)))
+    put("outputs.yaml", dump(_stamp_last(_sorted(shown))))
     files[INDEX] = dump(plan_index(run, owners))
     return files
 
 
-def write_plan(stack: str, out: Path, stack_file: Path | None = None, previous: Path | None = None) -> tuple[Run, str]:
+def _stamp_last(outputs: dict[str, Any]) -> dict[str, Any]:
+    """The stack name and outputs format as the file's last lines: a file cut short has lost them."""
+    stamp = [k for k in (STACK_KEY, FORMAT_KEY) if k in outputs]
+    return {**{k: v for k, v in outputs.items() if k not in stamp}, **{k: outputs[k] for k in stamp}}
+
+
+def write_plan(
+    stack: str,
+    out: Path,
+    stack_file: Path | None = None,
+    previous: Path | Mapping[str, Any] | None = None,
+    first_run: bool = False,
+) -> tuple[Run, str]:
     """Run ``stack`` offline and write its plan under ``out/<stack>``; returns the summary.
 
     ``stack_file`` replaces ``Pulumi.<stack>.yaml`` (e.g. a candidate config in review);
     ``previous`` is the ``outputs.yaml`` of an earlier plan (e.g. the base branch's), standing in
-    for the stack's last outputs that the day-2 guards compare against.
+    for the stack's last outputs that the day-2 guards compare against: only this stack's outputs
+    are taken, and a missing file only with ``first_run`` (:mod:`components.plan.previous`). A
+    mapping is outputs the caller has read and checked already.
     """
     target = plan_target(stack, out)
     config = stack_config(stack, stack_file)
     if stack_file is not None:
         check_stack_kind(stack, stack_file, config)
     cfg = parse_stack(config)  # bad config stops here, before the program registers anything
-    last = _previous(previous)
+    last = dict(previous) if isinstance(previous, Mapping) else read_previous(previous, stack, first_run)
     with gc_paused():  # rendering walks every record too: no full collections over the run's heap
         run = run_program(stack, config=config, previous=last)
         files = plan_files(run)
@@ -225,16 +240,6 @@ def write_plan(stack: str, out: Path, stack_file: Path | None = None, previous: 
     files["summary.txt"] = summary
     write_tree(target, files)
     return run, summary
-
-
-def _previous(previous: Path | None) -> dict[str, Any] | None:
-    if previous is None:
-        return None
-    try:
-        last = yaml.safe_load(previous.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise ConfigError([Issue(str(previous), f"is not an outputs.yaml of a plan ({err})")]) from None
-    return last if isinstance(last, dict) else None
 
 
 def plan_target(stack: str, out: Path) -> Path:
@@ -312,18 +317,34 @@ def check_stack_kind(stack: str, stack_file: Path, config: Mapping[str, Any]) ->
         )
 
 
+def default_out(stack: str, stack_file: Path | None) -> Path:
+    """``plan/``, or for a config that is not the stack's own file ``plan/variants/<file stem>/``:
+    a variant's plan never lands on the checked-in stack's ``plan/<stack>``."""
+    if stack_file is None or (own_file(stack).is_file() and own_file(stack).resolve() == stack_file.resolve()):
+        return ROOT / "plan"
+    return ROOT / "plan" / "variants" / (stack_file.stem.removeprefix("Pulumi.") or "variant")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.splitlines()[0])
     parser.add_argument("stack", nargs="?", default="onprem")
-    parser.add_argument("--out", type=Path, default=ROOT / "plan")
+    parser.add_argument(
+        "--out", type=Path, help="where <stack>/ goes (default plan/, a --stack-file's plan/variants/<its name>/)"
+    )
     parser.add_argument("--quiet", action="store_true", help="do not print the summary")
     parser.add_argument("--stack-file", type=Path, help="read the config from this file instead of Pulumi.<stack>.yaml")
     parser.add_argument(
         "--previous", type=Path, help="outputs.yaml of an earlier plan: the stack's last outputs (day-2 guards)"
     )
+    parser.add_argument(
+        "--first-run",
+        action="store_true",
+        help="the stack has never run: a missing --previous file is no error (the guards have nothing to compare)",
+    )
     args = parser.parse_args(argv)
+    out: Path = args.out or default_out(args.stack, args.stack_file)
     try:
-        _, summary = write_plan(args.stack, args.out, args.stack_file, args.previous)
+        _, summary = write_plan(args.stack, out, args.stack_file, args.previous, args.first_run)
     except ConfigError as err:
         file = args.stack_file or (own_file(args.stack) if stack_name_problem(args.stack) is None else None)
         print(render_located(err, file) if file is not None else err.render(), file=sys.stderr)
@@ -335,13 +356,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpuaas: no such file {err.filename}", file=sys.stderr)
         return 2
     except OSError as err:  # a folder given as a file, no permission, a full disk
-        print(f"gpuaas: {err.filename or args.out}: {err.strerror or err}", file=sys.stderr)
+        print(f"gpuaas: {err.filename or out}: {err.strerror or err}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(summary, end="")
-    if args.previous is not None:
+    if args.previous is not None and (args.previous.exists() or not args.first_run):
         print(f"day-2 guards (MIG layouts, fabric): checked against {args.previous}", file=sys.stderr)
-    print(f"plan written to {args.out / args.stack}", file=sys.stderr)
+    elif args.first_run:
+        print("day-2 guards: first run (--first-run): nothing to compare against", file=sys.stderr)
+    else:
+        print("day-2 guards: not checked (no --previous: this plan is not compared with a last run)", file=sys.stderr)
+    print(f"plan written to {out / args.stack}", file=sys.stderr)
     return 0
 
 

@@ -13,7 +13,7 @@ from components.guards import fabric, gate
 from components.loader import parse_config
 from components.plan.offline import RecordingMonitor, run_program
 from components.plan.writer import main as plan_main
-from tests.conftest import qualified, raw_stack
+from tests.conftest import last_outputs, qualified, raw_stack
 
 
 def _applied(**overrides: str) -> dict[str, str]:
@@ -203,7 +203,7 @@ def test_malformed_previous_output_warns_and_compares_nothing() -> None:
 
 def test_offline_plan_refuses_with_the_base_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = tmp_path / "outputs.yaml"
-    base.write_text(yaml.safe_dump({"fabricLayout": _applied(**{"vfsPerHca": "4"}), "platform": "onprem"}))
+    base.write_text(yaml.safe_dump(last_outputs("onprem", fabricLayout=_applied(**{"vfsPerHca": "4"}))))
     assert plan_main(["onprem", "--out", str(tmp_path / "plan"), "--quiet", "--previous", str(base)]) == 2
     err = capsys.readouterr().err
     assert "gpuaas:platform.fabric.vfsPerHca: changes from '4' to '6'" in err and "Traceback" not in err

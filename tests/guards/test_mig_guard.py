@@ -13,7 +13,7 @@ from components.guards import mig as mig_guard
 from components.loader import parse_config
 from components.plan.offline import RecordingMonitor, run_program
 from components.plan.writer import main as plan_main
-from tests.conftest import qualified, raw_stack
+from tests.conftest import last_outputs, qualified, raw_stack
 
 MIG_GROUP = 0  # h100-mig in Pulumi.onprem.yaml, layout 1x4g.40gb-3x1g.10gb on gpu-node-05
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
@@ -220,8 +220,33 @@ def test_program_stops_when_a_node_moves_into_a_mig_group() -> None:
 
 def test_offline_plan_refuses_with_the_base_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = tmp_path / "outputs.yaml"
-    base.write_text(yaml.safe_dump({"migLayouts": _applied(**{"h100-mig": "all-1g.10gb"}), "platform": "onprem"}))
+    base.write_text(yaml.safe_dump(last_outputs("onprem", migLayouts=_applied(**{"h100-mig": "all-1g.10gb"}))))
     assert plan_main(["onprem", "--out", str(tmp_path / "plan"), "--quiet", "--previous", str(base)]) == 2
     err = capsys.readouterr().err
     assert "gpuaas:platform.nodeGroups[0].mig: changes h100-mig" in err and "Traceback" not in err
     assert not (tmp_path / "plan").exists(), "a refused plan writes nothing"
+
+
+@pytest.mark.parametrize(
+    ("group", "mig", "last"),
+    [
+        ("h100-mig", {"layout": None, "profiles": {"1g.10gb": 3, "4g.40gb": 1}}, "1x4g.40gb-3x1g.10gb"),
+        ("h100-mig", {"layout": "3x1g.10gb-1x4g.40gb"}, "1x4g.40gb-3x1g.10gb"),
+        ("a100", {"layout": "all-1g.5gb"}, "7x1g.5gb"),
+        ("a100", {"profiles": {"1g.5gb": 7}}, "all-1g.5gb"),
+    ],
+    ids=["profiles-for-layout", "terms-reordered", "all-for-count", "profiles-for-all"],
+)
+def test_the_same_layout_spelled_otherwise_is_no_change(group: str, mig: dict[str, Any], last: str) -> None:
+    """Compared by meaning (issue #21, item 13): the GPUs are cut the same, so nothing is evicted."""
+    raw = raw_stack("onprem")
+    raw["platform"]["nodeGroups"].append({"name": "a100", "gpuModel": "A100-40GB", "mig": {"layout": "all-1g.5gb"}})
+    [where] = [i for i, g in enumerate(raw["platform"]["nodeGroups"]) if g["name"] == group]
+    raw["platform"]["nodeGroups"][where]["mig"] = mig
+    cfg = parse_config(raw)
+    assert mig_guard.check(cfg, _applied(**{group: last})) == ([], [])
+    # the twin: another geometry is a real change, refused
+    (issue,), _ = mig_guard.check(
+        cfg, _applied(**{group: "1x4g.40gb-2x1g.10gb" if group == "h100-mig" else "all-2g.10gb"})
+    )
+    assert issue.path == f"gpuaas:platform.nodeGroups[{where}].mig" and "re-partitions its GPUs" in issue.message

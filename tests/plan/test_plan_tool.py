@@ -86,7 +86,7 @@ def test_stack_file_of_another_platform_kind_is_refused(tmp_path: Path, capsys: 
 
 def test_missing_and_unreadable_files_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["onprem", "--stack-file", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "p")]) == 2
-    assert capsys.readouterr().err == f"gpuaas: no such file {tmp_path / 'nope.yaml'}\n"
+    assert capsys.readouterr().err.splitlines()[-1] == f"  {tmp_path / 'nope.yaml'}: no such stack file"
     assert main(["onprem", "--stack-file", str(tmp_path), "--out", str(tmp_path / "p")]) == 2
     assert "Traceback" not in capsys.readouterr().err
 
@@ -143,6 +143,8 @@ def test_previous_outputs_that_are_not_yaml_are_one_line(tmp_path: Path, capsys:
     prev.write_bytes(b"\xff\xfe not text")
     assert main(["onprem", "--previous", str(prev), "--out", str(tmp_path / "p"), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert f"{prev}: is not an outputs.yaml of a plan" in err and "Traceback" not in err
-    prev.write_text("migLayouts: {}\n")  # the twin: a readable (if empty) earlier run
+    assert f"--previous {prev}: is not UTF-8 text" in err and "Traceback" not in err
+    # the twin: a whole earlier run of this stack
+    assert main(["onprem", "--out", str(tmp_path / "before"), "--quiet"]) == 0
+    prev = tmp_path / "before" / "onprem" / "outputs.yaml"
     assert main(["onprem", "--previous", str(prev), "--out", str(tmp_path / "p"), "--quiet"]) == 0
