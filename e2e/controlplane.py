@@ -176,6 +176,8 @@ class ControlPlane:
             the node lifecycle controller marks those nodes NotReady after its grace period).
         controllers: kube-controller-manager's ``--controllers``.
         controller_manager_args, scheduler_args, kwok_args: more flags for that program.
+        kwok_config: KWOK's stages (default: KWOK's own defaults, from the ``kwok`` tool set);
+            e2e/fleet.py writes a variant in which a pod completes only when its test says so.
     """
 
     def __init__(
@@ -191,9 +193,11 @@ class ControlPlane:
         scheduler_args: Sequence[str] = (),
         kwok_args: Sequence[str] = (),
         kwok_bin_dir: Path | None = None,
+        kwok_config: Path | None = None,
     ) -> None:
         self.bin_dir = bin_dir or toolchain.build(toolchain.controlplane(kubernetes))
         self._kwok_bin_dir = kwok_bin_dir
+        self.kwok_config = kwok_config
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuaas-cp-"))
         self._own_workdir = workdir is None
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -394,7 +398,7 @@ class ControlPlane:
             "kwok",
             [
                 f"--kubeconfig={kc}",
-                f"--config={self.kwok_bin_dir / 'kwok-stages.yaml'}",
+                f"--config={self.kwok_config or self.kwok_bin_dir / 'kwok-stages.yaml'}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}={KWOK_NODE_VALUE}",
                 "--node-lease-duration-seconds=40",

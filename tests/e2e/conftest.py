@@ -17,12 +17,16 @@ from typing import Any
 
 import pytest
 
+from components.loader import parse_config
+from components.model.config import StackConfig
 from components.plan.offline import Run
 from e2e.controlplane import ControlPlane
+from e2e.fleet import Fleet
 from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import Applied, apply_plan
 from tests import run_guards
-from tests.conftest import offline_run
+from tests.conftest import offline_run, raw_stack
+from tests.e2e.fleet_nodes import NodeSpec, fleet_nodes
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,6 +35,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if Path(str(item.fspath)).resolve().is_relative_to(HERE):
             item.add_marker(pytest.mark.e2e)
+
+
+#: One line per placement table the fleet tests checked, printed at the end of the run.
+PLACEMENT_SUMMARY: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if PLACEMENT_SUMMARY:
+        terminalreporter.section("fleet placement (expected nodes from config = scheduled nodes)")
+        for line in PLACEMENT_SUMMARY:
+            terminalreporter.write_line(line)
 
 
 def _say(config: pytest.Config, line: str) -> None:
@@ -107,3 +122,75 @@ def wait_until_refused(kube: Kube, obj: dict[str, Any], who: Identity | None, te
         return False
 
     kube.wait_for(f"the server refuses {obj['kind']} {obj['metadata'].get('name')} with {text!r}", refused, timeout)
+
+
+# --------------------------------------------------------------------------------------------
+# The simulated fleet: kube-scheduler, KWOK nodes of the stack (tests/e2e/fleet_nodes.py), its plan
+
+
+class StackFleet:
+    """One stack's fleet: the parsed config, the node oracle, the plan applied to KWOK nodes."""
+
+    def __init__(self, fleet: Fleet, cfg: StackConfig, specs: list[NodeSpec], run: Run) -> None:
+        self.fleet, self.cfg, self.specs, self.run = fleet, cfg, specs, run
+
+    @property
+    def kube(self) -> Kube:
+        return self.fleet.kube
+
+    @property
+    def cp(self) -> ControlPlane:
+        return self.fleet.cp
+
+
+#: What the operators would have created before our objects need it (the e2e plays them; see
+#: play_operators): the Network Operator's ``multus`` ServiceAccount, which gpuaas's Multus
+#: kubeconfig refresher runs as (network-operator v26.4.1 manifests/state-multus-cni/0020-service_account.yml).
+OPERATOR_SERVICE_ACCOUNTS = (("nvidia-network-operator", "multus"),)
+
+
+def play_operators(kube: Kube, cfg: StackConfig) -> None:
+    """Create what the operators create and our objects use (they cannot run here)."""
+    for ns, name in OPERATOR_SERVICE_ACCOUNTS:
+        if ns == cfg.network.namespace and kube.get("v1", "Namespace", ns) is not None:
+            kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}})
+
+
+def start_fleet(
+    config: pytest.Config, stack: str, cfg: StackConfig, run: Run, per_pool: dict[str, int] | None = None
+) -> StackFleet:
+    need_upstream()
+    specs = fleet_nodes(cfg, per_pool)
+    fleet = Fleet.start([s.manifest() for s in specs])
+    try:
+        fleet.apply(run)
+        play_operators(fleet.kube, cfg)
+    except BaseException:
+        fleet.stop()
+        raise
+    _say(
+        config,
+        f"e2e: {stack} fleet: kube-apiserver {fleet.cp.version()}, {len(specs)} KWOK nodes ready in "
+        f"{fleet.nodes_ready_in:.1f} s, {len(fleet.applied)} objects applied",
+    )
+    return StackFleet(fleet, cfg, specs, run)
+
+
+@pytest.fixture(scope="session")
+def onprem_fleet(pytestconfig: pytest.Config) -> Iterator[StackFleet]:
+    """The onprem stack's plan on its simulated fleet (shared by the session's fleet tests)."""
+    sf = start_fleet(pytestconfig, "onprem", parse_config(raw_stack("onprem")), offline_run("onprem"))
+    try:
+        yield sf
+    finally:
+        sf.fleet.stop()
+
+
+@pytest.fixture(scope="session")
+def aks_fleet(pytestconfig: pytest.Config) -> Iterator[StackFleet]:
+    """The AKS stack's Kubernetes objects on its simulated fleet: one node per pool (they scale from 0)."""
+    sf = start_fleet(pytestconfig, "aks", parse_config(raw_stack("aks")), offline_run("aks"))
+    try:
+        yield sf
+    finally:
+        sf.fleet.stop()

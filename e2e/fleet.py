@@ -1,0 +1,226 @@
+"""A simulated fleet: the real control plane with kube-scheduler and KWOK, a stack's nodes, its plan.
+
+What Kueue and KAI do to test their schedulers at scale, for the whole platform: every node of a
+stack is a KWOK node (KWOK plays its kubelet: the node is Ready and keeps its lease, pods bound to it
+run), and the real kube-scheduler places every pod the controllers create, so a DaemonSet reaches
+exactly the nodes its selector and tolerations allow and a Job's pods land where a node has what
+they ask for, or stay Pending with the scheduler's reason.
+
+The nodes are handed in (Node manifests): the e2e suite's oracle of what a real node of each stack
+carries is tests/e2e/fleet_nodes.py, written from upstream documentation, and ``make cluster`` and
+``make bench-fleet`` take the same nodes from there.
+
+KWOK's stages are its defaults but one: a Job's pod completes only when its pod template says so
+(annotation :data:`OUTCOME`: ``succeed`` or ``fail``), so a team's training Job keeps its GPUs for as
+long as a test needs it to, and a proof Job can be made to pass or fail.
+
+    fleet = Fleet.start([spec.manifest() for spec in fleet_nodes(cfg)], run=offline_run("onprem"))
+    fleet.kubectl("get", "nodes")
+    fleet.stop()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from components.plan.offline import Run
+from e2e.controlplane import KWOK_NODE_ANNOTATION, ControlPlane
+from e2e.kube import Kube, Obj
+from e2e.plan_apply import Applied, apply_plan
+
+#: Pod annotation that makes KWOK finish a Job's pod: ``succeed`` (exit 0) or ``fail`` (exit 1).
+#: Without it the pod keeps running, as a training Job does.
+OUTCOME: Final = "e2e.gpuaas.io/outcome"
+NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
+
+
+def fleet_stages(default_stages: str) -> str:
+    """KWOK's default stages with ``pod-complete`` gated on :data:`OUTCOME` and a ``pod-fail`` stage."""
+    docs = [d for d in yaml.safe_load_all(default_stages) if d]
+    out: list[dict[str, Any]] = []
+    for doc in docs:
+        if doc["metadata"]["name"] == "pod-complete":
+            complete = _with_outcome(doc, "succeed")
+            failed = _with_outcome(doc, "fail")
+            failed["metadata"]["name"] = "pod-fail"
+            template = failed["spec"]["next"]["statusTemplate"]
+            failed["spec"]["next"]["statusTemplate"] = (
+                template.replace("exitCode: 0", "exitCode: 1")
+                .replace("reason: Completed", "reason: Error")
+                .replace("phase: Succeeded", "phase: Failed")
+            )
+            out += [complete, failed]
+        else:
+            out.append(doc)
+    return "---\n".join(yaml.safe_dump(d, sort_keys=False) for d in out)
+
+
+def _with_outcome(stage: dict[str, Any], outcome: str) -> dict[str, Any]:
+    stage = yaml.safe_load(yaml.safe_dump(stage))  # a deep copy
+    exprs = stage["spec"]["selector"]["matchExpressions"]
+    exprs.append({"key": f'.metadata.annotations["{OUTCOME}"]', "operator": "In", "values": [outcome]})
+    return stage
+
+
+def _ready(node: Obj) -> bool:
+    conds = node.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def _schedulable(node: Obj) -> bool:
+    taints = node.get("spec", {}).get("taints") or []
+    return _ready(node) and not any(t["key"] in (NOT_READY_TAINT, UNREACHABLE_TAINT) for t in taints)
+
+
+@dataclasses.dataclass
+class Fleet:
+    """A running control plane with KWOK nodes (and, once :meth:`apply`'d, a stack's plan)."""
+
+    cp: ControlPlane
+    nodes: list[Obj]
+    applied: list[Applied] = dataclasses.field(default_factory=list)
+    #: Seconds from start to every node Ready and schedulable.
+    nodes_ready_in: float = 0.0
+
+    @property
+    def kube(self) -> Kube:
+        return self.cp.kube
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.nodes]
+
+    @classmethod
+    def start(
+        cls,
+        nodes: Sequence[Obj],
+        *,
+        run: Run | None = None,
+        kubernetes: str | None = None,
+        workdir: Path | None = None,
+        controller_manager_args: Sequence[str] = (),
+        timeout: float = 600.0,
+    ) -> Fleet:
+        """Start the control plane with kube-scheduler and KWOK, create ``nodes``, apply ``run``."""
+        cp = ControlPlane(
+            workdir=workdir,
+            kubernetes=kubernetes,
+            scheduler=True,
+            kwok=True,
+            controller_manager_args=controller_manager_args,
+        )
+        stages = cp.workdir / "kwok-fleet-stages.yaml"
+        stages.write_text(fleet_stages((cp.kwok_bin_dir / "kwok-stages.yaml").read_text()))
+        cp.kwok_config = stages
+        cp.start()
+        fleet = cls(cp, [])
+        try:
+            t0 = time.monotonic()
+            fleet.add_nodes(nodes, timeout=timeout)
+            fleet.nodes_ready_in = time.monotonic() - t0
+            if run is not None:
+                fleet.apply(run)
+        except BaseException:
+            cp.stop()
+            raise
+        return fleet
+
+    def stop(self) -> None:
+        self.cp.stop()
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> str:
+        return self.cp.kubectl(*args, check=check, timeout=timeout).stdout
+
+    # ---------------------------------------------------------------------------------------
+    def add_nodes(self, nodes: Iterable[Obj], timeout: float = 300.0) -> None:
+        """Create ``nodes`` (KWOK's) and wait until each is Ready and without the not-ready taint.
+
+        Admission (TaintNodesByCondition) puts ``node.kubernetes.io/not-ready:NoSchedule`` on a new
+        Node; the node lifecycle controller lifts it once KWOK has reported the node Ready.
+        """
+        nodes = list(nodes)
+        for node in nodes:
+            self.kube.create(node)
+        self.nodes += nodes
+        self.wait_schedulable([n["metadata"]["name"] for n in nodes], timeout)
+
+    def wait_schedulable(self, names: Sequence[str], timeout: float = 300.0) -> None:
+        want = set(names)
+
+        def pending() -> set[str]:
+            ok = {n["metadata"]["name"] for n in self.kube.list("v1", "Node") if _schedulable(n)}
+            return want - ok
+
+        left: set[str] = set(want)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            left = pending()
+            if not left:
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"{len(left)} nodes not Ready and schedulable in {timeout:.0f} s: {sorted(left)[:10]}")
+
+    def apply(self, run: Run) -> list[Applied]:
+        """The plan, in install order (e2e/plan_apply.py): its NodePatches land on the KWOK nodes."""
+        self.applied = apply_plan(self.kube, run)
+        return self.applied
+
+    def publish(self, objs: Iterable[Obj], manager: str = "gpuaas-e2e-fleet") -> None:
+        """Objects a node agent would publish (a DRA driver's ResourceSlices), by server-side apply."""
+        for obj in objs:
+            self.kube.apply(obj, manager=manager)
+
+    # ---------------------------------------------------------------------------------------
+    # faults
+    def detach(self, node: str) -> None:
+        """KWOK stops playing this node's kubelet (no more heartbeats or pod updates)."""
+        self.kube.patch("v1", "Node", node, None, {"metadata": {"annotations": {KWOK_NODE_ANNOTATION: None}}})
+
+    def set_not_ready(self, node: str, reason: str = "KubeletNotReady") -> None:
+        """The node's kubelet reports NotReady (after :meth:`detach`, so KWOK does not answer for it)."""
+        self.detach(node)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        current = self.kube.get("v1", "Node", node) or {}
+        conds = [c for c in current.get("status", {}).get("conditions") or [] if c["type"] != "Ready"]
+        conds.append(
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": reason,
+                "message": "container runtime network not ready (e2e fault)",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        )
+        self.kube.patch("v1", "Node", node, None, {"status": {"conditions": conds}}, sub="status")
+
+    # ---------------------------------------------------------------------------------------
+    # what runs where
+    def pods(self, namespace: str | None = None, selector: str | None = None) -> list[Obj]:
+        return self.kube.list("v1", "Pod", namespace, selector=selector)
+
+    def daemonset_nodes(self, namespace: str, name: str) -> dict[str, str]:
+        """node -> phase of each pod the DaemonSet owns (``""``: not bound to a node)."""
+        out: dict[str, str] = {}
+        for pod in self.pods(namespace):
+            owners = pod["metadata"].get("ownerReferences") or []
+            if any(o.get("kind") == "DaemonSet" and o.get("name") == name for o in owners):
+                out[pod["spec"].get("nodeName") or ""] = pod.get("status", {}).get("phase", "")
+        return out
+
+
+@contextmanager
+def running(nodes: Sequence[Obj], **kw: Any) -> Iterator[Fleet]:
+    fleet = Fleet.start(nodes, **kw)
+    try:
+        yield fleet
+    finally:
+        fleet.stop()
