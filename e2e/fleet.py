@@ -42,12 +42,35 @@ NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
 
 
+#: Pods whose readiness a process of the test plays instead of KWOK (KWOK still binds and deletes
+#: them): Kueue's manager pods, Ready exactly while the test's Kueue manager serves (e2e/kueue.py).
+PLAYED_PODS: Final = ("app.kubernetes.io/name", "control-plane", "kueue/controller-manager")
+#: The label Helm puts on what a chart renders (its hook Jobs' pods included).
+HELM_MANAGED: Final = ("app.kubernetes.io/managed-by", "Helm")
+
+
 def fleet_stages(default_stages: str) -> str:
-    """KWOK's default stages with ``pod-complete`` gated on :data:`OUTCOME` and a ``pod-fail`` stage."""
+    """KWOK's default stages with ``pod-complete`` gated on :data:`OUTCOME` and a ``pod-fail`` stage;
+    a chart's own Jobs (Helm hooks: the operators' CRD upgrade, keep-ncp) complete as KWOK's
+    default does, without doing their work (their images cannot run here); and :data:`PLAYED_PODS`
+    are left to the process that plays them."""
     docs = [d for d in yaml.safe_load_all(default_stages) if d]
     out: list[dict[str, Any]] = []
     for doc in docs:
-        if doc["metadata"]["name"] == "pod-complete":
+        if doc["metadata"]["name"] == "pod-ready":
+            doc = yaml.safe_load(yaml.safe_dump(doc))
+            first, second, value = PLAYED_PODS
+            key = f'(.metadata.labels["{first}"] // "") + "/" + (.metadata.labels["{second}"] // "")'
+            doc["spec"]["selector"]["matchExpressions"].append({"key": key, "operator": "NotIn", "values": [value]})
+            out.append(doc)
+        elif doc["metadata"]["name"] == "pod-complete":
+            chart = yaml.safe_load(yaml.safe_dump(doc))
+            chart["metadata"]["name"] = "pod-complete-chart-job"
+            label, value = HELM_MANAGED
+            chart["spec"]["selector"]["matchExpressions"].append(
+                {"key": f'.metadata.labels["{label}"]', "operator": "In", "values": [value]}
+            )
+            out.append(chart)
             complete = _with_outcome(doc, "succeed")
             failed = _with_outcome(doc, "fail")
             failed["metadata"]["name"] = "pod-fail"

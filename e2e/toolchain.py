@@ -182,9 +182,15 @@ HELM = "helm.sh/helm/v3"
 
 
 def _helm_stamp(v: dict[str, str]) -> list[str]:
-    # What helm's Makefile stamps (LDFLAGS: internal/version version and gitTreeState).
+    # What helm's Makefile stamps (LDFLAGS): its version, and the Kubernetes version of the k8s.io
+    # modules it links as the default for `helm template` (K8S_MODULES_MAJOR/MINOR_VER: client-go
+    # v0.33.3 is Kubernetes 1.33).
     base = f"{HELM}/internal/version"
-    return [f"-X {base}.version={v[HELM]}", f"-X {base}.gitTreeState=clean"]
+    minor = v["k8s.io/client-go"].lstrip("v").split(".")[1]
+    out = [f"-X {base}.version={v[HELM]}", f"-X {base}.gitTreeState=clean"]
+    for pkg in ("pkg/lint/rules", "pkg/chartutil"):
+        out += [f"-X {HELM}/{pkg}.k8sVersionMajor=1", f"-X {HELM}/{pkg}.k8sVersionMinor={minor}"]
+    return out
 
 
 # The Kubernetes minors the e2e control plane is built for, each with its go.mod in
