@@ -4,33 +4,37 @@ On a cluster, Kueue's chart (v0.19.2) installs the manager's Deployment, two web
 configurations (``kueue-mutating-webhook-configuration``, ``kueue-validating-webhook-configuration``:
 Kueue's pod, Job, JobSet, Deployment, ... webhooks, each ``clientConfig.service:
 kueue-webhook-service``), CRDs whose conversion webhook names the same Service, and the visibility
-APIServices; the manager's cert rotator makes a CA and injects it into all of them. Here the chart
-is installed for real (by ``pulumi up``, or by Helm in :mod:`e2e.plan_apply`), and
-:class:`KueueManager` runs the manager (tool set ``kueue``) as a child process on loopback, so that
-the API server calls Kueue's own webhooks on every pod, Job and queue object, with their
-``failurePolicy``, as it would in a cluster.
+APIServices; the manager's cert rotator makes a CA, writes the serving certificate into the Secret
+``kueue-webhook-server-cert`` (mounted into the pod) and injects the CA into all of them. Here the
+chart is installed for real (by ``pulumi up``, or by Helm in :mod:`e2e.plan_apply`), and
+:class:`KueueManager` runs the manager (tool set ``kueue``) as a child process on loopback with the
+chart's own Configuration, cert rotator included, so that the API server calls Kueue's own
+webhooks on every pod, Job and queue object, with their ``failurePolicy``, as it would in a cluster.
 
 What the e2e changes — the complete list; our product's values stay as they are:
 
-1. Every webhook of the two webhook configurations: ``clientConfig`` becomes ``url:
-   https://127.0.0.1:<port><the Service path>`` with ``caBundle`` the run's CA. The API server
-   reaches a Service through its cluster IP (no proxy runs here) and an endpoint may not be a
-   loopback address, so a process on loopback is reachable only by URL.
-2. The conversion webhook of every Kueue CRD that has one (clusterqueues, cohorts, localqueues,
-   multikueueclusters, workloads): the same.
+1. The Service ``kueue-webhook-service``: ``type: ExternalName``, ``externalName: localhost``. The
+   API server resolves a webhook's Service to its cluster IP, which nothing routes here (no
+   proxy), and an endpoint may not be a loopback address; a Service of type ExternalName it
+   resolves to that name and the port the webhook names (k8s.io/apiserver pkg/util/proxy
+   ``ResolveCluster``). TLS is checked as on a cluster: against the Service's DNS name
+   (``kueue-webhook-service.kueue-system.svc``), with the CA Kueue's cert rotator injected.
+2. Every webhook's and every Kueue CRD conversion webhook's ``clientConfig.service.port``: the
+   manager's loopback port (on a cluster the Service maps 443 to the pod's 9443).
 3. The APIServices ``v1beta1.visibility.kueue.x-k8s.io`` and ``v1beta2.visibility.kueue.x-k8s.io``:
-   deleted. An aggregated API server is reached only through a Service, which a loopback process is
-   not; an APIService that never becomes available stalls discovery and namespace deletion.
+   deleted. The aggregator authenticates itself to an extension API server with a front-proxy
+   client certificate this control plane does not have, so the visibility API cannot be served here;
+   an APIService that never becomes available stalls discovery and namespace deletion.
 4. The manager's Configuration is the chart's own (ConfigMap ``kueue-manager-config``, rendered
-   from our values) with: ``webhook`` on 127.0.0.1 at a free port with the run's certificate in a
-   temporary ``certDir``; ``health`` on a loopback port; ``metrics`` off;
-   ``internalCertManagement.enable: false`` (the run's CA stands in for the cert rotator);
+   from our values, ``internalCertManagement`` as the chart sets it) with: ``webhook`` on 127.0.0.1
+   at a free port and a temporary ``certDir``; ``health`` on a loopback port; ``metrics`` off;
    ``leaderElection.leaderElect: false`` (one manager); ``featureGates.VisibilityOnDemand: false``
    (item 3); and whatever a test passes as ``overrides``.
-5. On the simulated fleet the chart's manager pods are bound and run as KWOK pods, but their
-   readiness is this process's: :func:`play_pods` marks them Ready exactly while the manager answers
-   ``/readyz`` and its webhooks are registered (e2e/fleet.py keeps KWOK from marking them Ready), so
-   Helm's and Pulumi's wait for the Deployment means what it means on a cluster.
+5. The kubelet's part: the Secret the cert rotator fills is copied into ``certDir`` (the pod's
+   volume), and on the simulated fleet the chart's manager pods, bound and deleted by KWOK, are
+   Ready exactly while this manager answers ``/readyz`` with its webhooks registered
+   (:func:`play_pods`; e2e/fleet.py keeps KWOK from marking them Ready), so Helm's and Pulumi's
+   wait for the Deployment means what it means on a cluster.
 
 The manager signs in as the chart's ServiceAccount ``kueue-controller-manager`` with a token the
 API server issues: the chart's RBAC, nothing more.
@@ -65,6 +69,8 @@ WEBHOOK_CONFIGS: Final = (
 )
 VISIBILITY_APISERVICES: Final = ("v1beta1.visibility.kueue.x-k8s.io", "v1beta2.visibility.kueue.x-k8s.io")
 CONFIGMAP: Final = f"{FULLNAME}-manager-config"
+WEBHOOK_SERVICE: Final = f"{FULLNAME}-webhook-service"
+CERT_SECRET: Final = f"{FULLNAME}-webhook-server-cert"
 CONFIG_KEY: Final = "controller_manager_config.yaml"
 SERVICE_ACCOUNT: Final = f"{FULLNAME}-controller-manager"
 KUEUE_GROUP: Final = "kueue.x-k8s.io"
@@ -74,34 +80,9 @@ ADMISSION: Final = "admissionregistration.k8s.io/v1"
 CRD_API: Final = "apiextensions.k8s.io/v1"
 
 
-def make_pki(directory: Path) -> bytes:
-    """A CA made for this run and the manager's serving certificate for 127.0.0.1 (tls.crt/tls.key
-    in ``directory``, what controller-runtime's webhook server reads); returns the CA in PEM."""
-    directory.mkdir(parents=True, exist_ok=True)
-
-    def ssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
-
-    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-        "-subj", "/CN=gpuaas-e2e-kueue-ca", "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
-    ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.csr", "-subj", "/CN=127.0.0.1")
-    (directory / "ext.cnf").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
-        "keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
-    )
-    ssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "tls.crt",
-        "-days", "2", "-extfile", "ext.cnf")  # fmt: skip
-    return (directory / "ca.crt").read_bytes()
-
-
-def _url_config(client: Mapping[str, Any], base: str, ca: str) -> dict[str, Any] | None:
-    """The loopback ``clientConfig`` for one that names the Service (``None``: already re-pointed)."""
-    service = client.get("service")
-    if service is None and client.get("caBundle") == ca and str(client.get("url", "")).startswith(base):
-        return None
-    path = (service or {}).get("path") or str(client.get("url", "")).removeprefix(base) or "/"
-    return {"url": f"{base}{path}", "caBundle": ca}
+def _port_of(client: Mapping[str, Any]) -> int | None:
+    service = client.get("service") or {}
+    return int(service["port"]) if "port" in service else None
 
 
 class KueueManager:
@@ -128,9 +109,7 @@ class KueueManager:
         self.overrides = dict(overrides or {})
         self.every = every
         self.webhook_port, self.health_port = free_port(), free_port()
-        self.base = f"https://127.0.0.1:{self.webhook_port}"
         self.certs = self.workdir / "certs"
-        self.ca = base64.b64encode(make_pki(self.certs)).decode()
         self.log = self.workdir / "kueue.log"
         self.proc: subprocess.Popen[bytes] | None = None
         #: What the e2e changed in the API server, one line each (for the test log).
@@ -159,6 +138,8 @@ class KueueManager:
                     self.register()
                     if self.proc is None and self._chart_installed():
                         self._start()
+                    if self.proc is not None:
+                        self.mount_certs()
                     play_pods(self.kube, self.namespace, self.serving())
             except (ApiError, OSError, KeyError, LookupError, subprocess.SubprocessError) as e:
                 self.errors = [*self.errors[-20:], f"{type(e).__name__}: {e}"]
@@ -178,46 +159,76 @@ class KueueManager:
     # ---------------------------------------------------------------------------------------
     # 1-3: what the API server calls
     def register(self) -> None:
-        """Re-point what the chart created at the manager (items 1-3 of the module docstring)."""
+        """Point what the chart created at the manager (items 1-3 of the module docstring)."""
         kube = self.kube
+        svc = kube.get("v1", "Service", WEBHOOK_SERVICE, self.namespace)
+        if svc is not None and svc["spec"].get("type") != "ExternalName":
+            spec = {k: v for k, v in svc["spec"].items() if k in ("ports", "sessionAffinity")}
+            for port in spec.get("ports") or []:
+                port.pop("nodePort", None)
+            svc["spec"] = {**spec, "type": "ExternalName", "externalName": "localhost"}
+            kube.replace({**svc, "apiVersion": "v1", "kind": "Service"})
+            self.patched.append(f"Service {self.namespace}/{WEBHOOK_SERVICE}: type ExternalName, localhost")
         for kind, name in WEBHOOK_CONFIGS:
             if not kube.served(ADMISSION, kind):
                 continue
             obj = kube.get(ADMISSION, kind, name)
             if obj is None:
                 continue
-            changed = False
-            for hook in obj.get("webhooks") or []:
-                new = _url_config(hook.get("clientConfig") or {}, self.base, self.ca)
-                if new is not None:
-                    hook["clientConfig"], changed = new, True
-            if changed:
-                kube.replace(obj)
-                self.patched.append(f"{kind} {name}: {len(obj['webhooks'])} webhooks -> {self.base}")
+            hooks = obj.get("webhooks") or []
+            stale = [h for h in hooks if _port_of(h.get("clientConfig") or {}) != self.webhook_port]
+            for hook in stale:
+                hook["clientConfig"].setdefault("service", {})["port"] = self.webhook_port
+            if stale:
+                kube.replace({**obj, "apiVersion": ADMISSION, "kind": kind})
+                self.patched.append(f"{kind} {name}: {len(stale)} webhooks to port {self.webhook_port}")
         for crd in kube.list(CRD_API, "CustomResourceDefinition"):
             if crd["spec"]["group"] != KUEUE_GROUP:
                 continue
-            webhook = (crd["spec"].get("conversion") or {}).get("webhook")
-            if not webhook:
+            client = ((crd["spec"].get("conversion") or {}).get("webhook") or {}).get("clientConfig")
+            if client is None or _port_of(client) == self.webhook_port:
                 continue
-            new = _url_config(webhook.get("clientConfig") or {}, self.base, self.ca)
-            if new is not None:
-                webhook["clientConfig"] = new
-                kube.replace(crd)
-                self.patched.append(f"CustomResourceDefinition {crd['metadata']['name']}: conversion -> {self.base}")
+            client.setdefault("service", {})["port"] = self.webhook_port
+            kube.replace({**crd, "apiVersion": CRD_API, "kind": "CustomResourceDefinition"})
+            self.patched.append(
+                f"CustomResourceDefinition {crd['metadata']['name']}: conversion to port {self.webhook_port}"
+            )
         for name in VISIBILITY_APISERVICES:
             if kube.get("apiregistration.k8s.io/v1", "APIService", name) is not None:
                 kube.delete("apiregistration.k8s.io/v1", "APIService", name)
                 self.patched.append(f"APIService {name}: deleted")
 
     def registered(self) -> bool:
-        """Every webhook and conversion of the chart calls this manager."""
+        """Every webhook of the chart calls this manager, with the CA Kueue's cert rotator injected."""
+        svc = self.kube.get("v1", "Service", WEBHOOK_SERVICE, self.namespace) or {"spec": {}}
+        if svc["spec"].get("type") != "ExternalName":
+            return False
         for kind, name in WEBHOOK_CONFIGS:
             obj = self.kube.get(ADMISSION, kind, name)
-            if obj is None or any(
-                _url_config(h.get("clientConfig") or {}, self.base, self.ca) for h in obj.get("webhooks") or []
-            ):
+            if obj is None:
                 return False
+            for hook in obj.get("webhooks") or []:
+                client = hook.get("clientConfig") or {}
+                if _port_of(client) != self.webhook_port or not client.get("caBundle"):
+                    return False
+        return True
+
+    def mount_certs(self) -> bool:
+        """Play the kubelet: copy the Secret the cert rotator filled into ``certDir`` (item 5).
+
+        In a cluster the Secret is a volume of the manager's pod; the rotator waits for its files
+        (cert-controller rotator.go ``ensureCertsMounted``) before the manager reports ready.
+        """
+        secret = self.kube.get("v1", "Secret", CERT_SECRET, self.namespace) or {}
+        data = secret.get("data") or {}
+        if not {"tls.crt", "tls.key"} <= set(data):
+            return False
+        self.certs.mkdir(exist_ok=True)
+        for key, value in data.items():
+            raw = base64.b64decode(value)
+            target = self.certs / key
+            if not target.is_file() or target.read_bytes() != raw:
+                target.write_bytes(raw)
         return True
 
     # ---------------------------------------------------------------------------------------
@@ -241,7 +252,6 @@ class KueueManager:
             webhook={"host": "127.0.0.1", "port": self.webhook_port, "certDir": str(self.certs)},
             health={"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
             metrics={"bindAddress": "0"},
-            internalCertManagement={"enable": False},
             leaderElection={"leaderElect": False},
             featureGates={**(conf.get("featureGates") or {}), "VisibilityOnDemand": False},
         )
