@@ -29,6 +29,7 @@ Manifest = dict[str, Any]
 _TYPED: dict[tuple[str, str], Any] = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("v1", "Secret"): k8s.core.v1.Secret,
     ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
     ("v1", "LimitRange"): k8s.core.v1.LimitRange,
     ("v1", "Service"): k8s.core.v1.Service,
@@ -56,7 +57,9 @@ def apply(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions |
     """Register ``manifest`` as a resource with logical name ``name``.
 
     Typed classes take the manifest's top-level fields as arguments; any other kind becomes an
-    ``apiextensions.CustomResource`` carrying every field (e.g. ``spec``) unchanged.
+    ``apiextensions.CustomResource`` carrying every field (e.g. ``spec``) unchanged. A built-in
+    kind must be in ``_TYPED``: the provider knows the core group only as ``core/v1``, and the real
+    engine refuses ``kubernetes:v1:<Kind>`` ("apiVersion does not have both a group and a version").
     """
     api, kind = manifest["apiVersion"], manifest["kind"]
     if not manifest.get("metadata", {}).get("name"):

@@ -41,11 +41,14 @@ from typing import Any
 
 import yaml
 
+from components.loader import gpuaas_section, parse_config
 from components.model import charts
+from components.model.config import StackConfig
 from components.model.versions import Versions
 from components.operators import nic_cluster_policy
 from e2e import toolchain, upstream
 from e2e.kube import ApiError, Kube
+from e2e.kueue import KueueManager
 
 ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM = upstream.upstream_dir()
@@ -227,12 +230,20 @@ class Stack:
 # the Network Operator's part
 
 
-class NetworkOperatorStandIn:
-    """Reports every NicClusterPolicy ``status.state: ready`` through the status subresource,
-    as the Network Operator does once its states are ready (what ``pulumi.com/waitFor`` waits on)."""
+#: What the Network Operator creates that our objects use: the ``multus`` ServiceAccount, which
+#: gpuaas's Multus kubeconfig refresher runs as (network-operator v26.4.1
+#: manifests/state-multus-cni/0020-service_account.yml). Without it the DaemonSet gets no pods.
+NETWORK_OPERATOR_SERVICE_ACCOUNTS = ("multus",)
 
-    def __init__(self, kube: Kube, every: float = 0.5) -> None:
-        self.kube, self.every = kube, every
+
+class NetworkOperatorStandIn:
+    """Plays the Network Operator where the program waits on it: reports every NicClusterPolicy
+    ``status.state: ready`` through the status subresource, as the operator does once its states
+    are ready (what ``pulumi.com/waitFor`` waits on), and creates the ServiceAccounts it would
+    create in its namespace (:data:`NETWORK_OPERATOR_SERVICE_ACCOUNTS`) once that exists."""
+
+    def __init__(self, kube: Kube, every: float = 0.5, namespace: str = "nvidia-network-operator") -> None:
+        self.kube, self.every, self.namespace = kube, every, namespace
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="network-operator-standin", daemon=True)
         self.reported: set[str] = set()
@@ -247,8 +258,14 @@ class NetworkOperatorStandIn:
 
     def _loop(self) -> None:
         api = nic_cluster_policy.API_VERSION
+        made: set[str] = set()
         while not self._stop.wait(self.every):
             with contextlib.suppress(ApiError, OSError, KeyError, LookupError):
+                if made != set(NETWORK_OPERATOR_SERVICE_ACCOUNTS) and self.kube.get("v1", "Namespace", self.namespace):
+                    for name in NETWORK_OPERATOR_SERVICE_ACCOUNTS:
+                        meta = {"name": name, "namespace": self.namespace}
+                        self.kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
+                        made.add(name)
                 if not self.kube.served(api, "NicClusterPolicy"):
                     continue
                 for ncp in self.kube.list(api, "NicClusterPolicy"):
@@ -257,6 +274,32 @@ class NetworkOperatorStandIn:
                         continue
                     self.kube.patch(api, "NicClusterPolicy", name, None, {"status": {"state": "ready"}}, sub="status")
                     self.reported.add(name)
+
+
+class Operators:
+    """Everything the test plays while the engine runs a stack on the fleet, as one context:
+    the Network Operator's part (:class:`NetworkOperatorStandIn`) and, where the stack's queues are
+    elastic, Kueue's manager serving the chart's webhooks (:class:`e2e.kueue.KueueManager`, which
+    waits for the chart that ``pulumi up`` installs).
+
+        with Operators(kube, cfg) as ops:
+            stack.up()
+    """
+
+    def __init__(self, kube: Kube, cfg: StackConfig, kueue_overrides: Mapping[str, Any] | None = None) -> None:
+        self.network = NetworkOperatorStandIn(kube, namespace=cfg.network.namespace)
+        self.kueue = KueueManager(kube, cfg.queues.namespace, overrides=kueue_overrides) if cfg.queues.elastic else None
+
+    def __enter__(self) -> Operators:
+        self.network.__enter__()
+        if self.kueue is not None:
+            self.kueue.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.kueue is not None:
+            self.kueue.__exit__(*exc)
+        self.network.__exit__(*exc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -279,12 +322,15 @@ def shell(stack: str, kubeconfig: Path, workdir: Path | None) -> int:
         s.pulumi("login", f"file://{s.state}")
     print(
         f"e2e engine shell: stack {stack} in {s.project}, state file://{s.state}, KUBECONFIG={kubeconfig}\n"
-        f"  edit {s.config_file} to change the stack; `exit` leaves. While this shell runs, a stand-in\n"
-        "  for the Network Operator reports the NicClusterPolicy ready (what `pulumi up` waits on).",
+        f"  charts from the mirror {s.charts} (gpuaas:charts.directory); edit {s.config_file} to change\n"
+        "  the stack; `exit` leaves. While this shell runs, the test's stand-ins play the operators where\n"
+        "  `pulumi up` waits on them: the Network Operator (NicClusterPolicy ready, its ServiceAccounts) and,\n"
+        "  with elastic queues, Kueue's manager serving the chart's webhooks (e2e/kueue.py).",
         flush=True,
     )
     env = s.shell_env() | {"PS1": f"(gpuaas-engine {stack}) \\w $ "}
-    with NetworkOperatorStandIn(kube_of(kubeconfig)):
+    cfg = parse_config(gpuaas_section(repo_stack_config(stack)["config"]))
+    with Operators(kube_of(kubeconfig), cfg):
         return subprocess.call([os.environ.get("SHELL", "/bin/bash")], cwd=s.project, env=env)
 
 

@@ -58,7 +58,7 @@ import yaml
 
 from components.queueing import queues
 from e2e import toolchain
-from e2e.controlplane import ControlPlane, _die_with_parent, free_port
+from e2e.controlplane import _die_with_parent, free_port
 from e2e.kube import ApiError, Kube, Obj
 
 #: Names the chart gives its objects (``kueue.fullname`` of release ``kueue``).
@@ -86,7 +86,7 @@ def _port_of(client: Mapping[str, Any]) -> int | None:
 
 
 class KueueManager:
-    """Kueue's manager against ``cp``, with the chart's webhooks re-pointed at it (see the module).
+    """Kueue's manager against the API server of ``kube``, with the chart's webhooks pointed at it (see the module).
 
     Start it before the chart is installed (it waits for the chart's objects) or after; use it as a
     context manager. :meth:`wait_ready` returns once the manager is ready and the API server
@@ -95,7 +95,7 @@ class KueueManager:
 
     def __init__(
         self,
-        cp: ControlPlane,
+        kube: Kube,
         namespace: str,
         *,
         workdir: Path | None = None,
@@ -103,7 +103,7 @@ class KueueManager:
         overrides: Mapping[str, Any] | None = None,
         every: float = 0.3,
     ) -> None:
-        self.cp, self.namespace = cp, namespace
+        self.kube, self.namespace = kube, namespace
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuaas-kueue-"))
         self.bin_dir = bin_dir or toolchain.build(toolchain.TOOLSETS["kueue"])
         self.overrides = dict(overrides or {})
@@ -118,10 +118,6 @@ class KueueManager:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kueue-manager", daemon=True)
         self._lock = threading.Lock()
-
-    @property
-    def kube(self) -> Kube:
-        return self.cp.kube
 
     # ---------------------------------------------------------------------------------------
     def __enter__(self) -> KueueManager:
@@ -267,7 +263,28 @@ class KueueManager:
     def _start(self) -> None:
         config = self.workdir / "kueue-config.yaml"
         config.write_text(yaml.safe_dump(self.configuration(), sort_keys=False))
-        kubeconfig = self.cp.write_kubeconfig(self.workdir / "kueue.kubeconfig", token=self._token())
+        kubeconfig = self.workdir / "kueue.kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "e2e",
+                            "cluster": {
+                                "server": f"https://{self.kube.host}:{self.kube.port}",
+                                "certificate-authority": str(self.kube.ca_file),
+                            },
+                        }
+                    ],
+                    "users": [{"name": SERVICE_ACCOUNT, "user": {"token": self._token()}}],
+                    "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": SERVICE_ACCOUNT}}],
+                    "current-context": "e2e",
+                }
+            )
+        )
+        kubeconfig.chmod(0o600)
         with self.log.open("ab") as fh:
             self.proc = subprocess.Popen(
                 [str(self.bin_dir / "kueue"), f"--config={config}", "--zap-log-level=2"],

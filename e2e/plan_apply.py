@@ -240,6 +240,23 @@ def stack_namespaces(objs: Iterable[Planned]) -> list[str]:
     return sorted(out - planned)
 
 
+#: API groups of the stacks gpuaas plugs into rather than installs: the Prometheus stack's
+#: (observability: ServiceMonitor, PrometheusRule, whose CRDs the program reads before using them).
+PREREQUISITE_GROUPS = ("monitoring.coreos.com",)
+
+
+def install_prerequisites(kube: Kube, run: Run) -> None:
+    """What ``run``'s stack expects to find before its first ``pulumi up``: the CRDs of
+    :data:`PREREQUISITE_GROUPS` its objects use, from upstream, and the namespaces of
+    :func:`stack_namespaces`."""
+    objs = planned_objects(run)
+    wanted = [p.obj for p in objs if p.obj["apiVersion"].rpartition("/")[0] in PREREQUISITE_GROUPS]
+    install_crds(kube, needed_crds(kube, wanted, crd_index()))
+    for ns in stack_namespaces(objs):
+        if kube.get("v1", "Namespace", ns) is None:
+            kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+
 #: Installs one Helm release of a plan where the plan has it (the record: chart, version,
 #: namespace, values): :class:`HelmReleases`, or a test's own.
 ReleaseInstaller = Callable[[Record], None]

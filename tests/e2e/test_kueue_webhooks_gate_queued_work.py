@@ -71,7 +71,7 @@ def queued(pytestconfig: pytest.Config) -> Iterator[Queued]:
     need_upstream()
     cp = start_plane(pytestconfig, "onprem plan with Kueue's chart and webhooks")
     try:
-        with KueueManager(cp, CFG.queues.namespace) as manager:
+        with KueueManager(cp.kube, CFG.queues.namespace) as manager:
             helm = HelmReleases(
                 cp.kubeconfig, mirror(), wait=False, only={queues.RELEASE}, after={queues.RELEASE: manager.wait_ready}
             )
