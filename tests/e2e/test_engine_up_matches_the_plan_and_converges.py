@@ -195,8 +195,14 @@ def test_up_from_empty_matches_the_offline_plan(deployed: Deployed) -> None:
         assert not missing, f"{rec.name}: rendered but not in the API server: {missing}"
     # The GPU Operator's images are the release's, not the git tree's appVersion (main-latest):
     # the chart needs our operator.version to render for our case (components/operators/gpu_operator.py).
-    manifest_text = helm_release(deployed.kube, "gpu-operator", "gpu-operator")["manifest"]
-    assert "nvcr.io/nvidia/gpu-operator:v26.7.0" in manifest_text and "main-latest" not in manifest_text
+    # (The tree's appVersion still names the app.kubernetes.io/version labels: labels only.)
+    docs = [d for d in yaml.safe_load_all(helm_release(deployed.kube, "gpu-operator", "gpu-operator")["manifest"]) if d]
+    (operator,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert [c["image"] for c in operator["spec"]["template"]["spec"]["containers"]] == [
+        "nvcr.io/nvidia/gpu-operator:v26.7.0"
+    ]
+    (policy,) = [d for d in docs if d["kind"] == "ClusterPolicy"]
+    assert policy["spec"]["validator"]["version"] == policy["spec"]["nodeStatusExporter"]["version"] == "v26.7.0"
     # ... and the CRDs their charts hold are there, so the custom resources that followed found them.
     assert deployed.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "nicclusterpolicies.mellanox.com")
     assert deployed.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "clusterpolicies.nvidia.com")
@@ -341,8 +347,14 @@ def test_adding_a_team_previews_creates_of_that_team_only(deployed: Deployed) ->
     assert created == after - before
     assert created and all("robotics" in name for _, name in created)
     # Nothing else changes: no update, replace or delete of another team's (or anything's)
-    # object. Inherent: the MIG guard's StackReference to the stack itself is read on every run.
-    assert {op: {urn_name(u) for u in urns} for op, urns in ops.items()} == {"read": {"gpuaas-last-run"}}, ops
+    # object. Inherent reads on every run: the MIG guard's StackReference to the stack itself, and
+    # the observability component's look at the Prometheus stack's CRDs.
+    inherent = {
+        "gpuaas-last-run",
+        "gpuaas-observability-needs-servicemonitors-crd",
+        "gpuaas-observability-needs-prometheusrules-crd",
+    }
+    assert {op: {urn_name(u) for u in urns} for op, urns in ops.items()} == {"read": inherent}, ops
 
 
 def test_removing_a_protected_team_fails_and_the_retire_path_works(deployed: Deployed) -> None:
@@ -503,11 +515,18 @@ def test_refresh_keeps_another_managers_label(deployed: Deployed) -> None:
         manager="someone-else",
         force=False,
     )
-    # Refresh records the live object: the one namespace whose outputs now hold the other
-    # manager's label (pulumi counts that as "1 updated"); nothing else, and no input changes,
-    # so the next preview proposes nothing (server-side apply: the label is not our field).
-    refreshed = deployed.stack.pulumi("refresh", "--yes")
-    assert "1 updated" in refreshed.out and "gpuaas-teams-vision-namespace" in refreshed.out, refreshed.out[-3000:]
+    # Refresh records the live objects: the namespace whose outputs now hold the other manager's
+    # label, and the proof Jobs, which Kueue's webhook suspended on create and Kueue released
+    # (their live spec and status are no longer what `up` recorded); nothing else, and no input
+    # changes, so the next preview proposes nothing (server-side apply: the label is not our field).
+    before = {r["urn"]: r.get("outputs") for r in deployed.stack.resources()}
+    deployed.stack.pulumi("refresh", "--yes")
+    after = {r["urn"]: r.get("outputs") for r in deployed.stack.resources()}
+    assert set(after) == set(before)
+    updated = {urn_name(u) for u in after if after[u] != before[u]}
+    assert "gpuaas-teams-vision-namespace" in updated, updated
+    others = updated - {"gpuaas-teams-vision-namespace"}
+    assert all(name.startswith("gpuaas-verification-") for name in others), others
     deployed.stack.preview("--expect-no-changes")
     deployed.stack.up()
     stored = kube.get("v1", "Namespace", ns)
