@@ -12,15 +12,14 @@ Nothing here knows a team, a partition or an operator's objects.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.model import charts
 from components.model.config import StackConfig
 from components.model.network import Network
 from components.model.resources import PART_OF
@@ -54,40 +53,14 @@ _TYPED: dict[tuple[str, str], Any] = {
 }
 
 
-#: TEST-ONLY switch, read in this one place: the e2e engine run (e2e/engine.py) against a control
-#: plane with no kubelet and no chart repository. Set to a folder of stand-in charts, it makes
-#: every Helm release install ``<folder>/<chart>`` (a local chart holding only the upstream CRDs)
-#: instead of the pinned chart from its repository, and marks the workloads whose readiness only
-#: a kubelet can bring (:data:`KUBELET_AWAITED`) ``pulumi.com/skipAwait``. Never set it for a
-#: real cluster: unset (the default), nothing here changes.
-E2E_STANDIN_CHARTS_ENV = "GPUAAS_E2E_STANDIN_CHARTS"
-#: Kinds whose pulumi-kubernetes await needs running pods (ready DaemonSet/Deployment pods, Job
-#: completion, Service endpoints); without a kubelet they would wait until the timeout.
-KUBELET_AWAITED = frozenset({"DaemonSet", "Deployment", "StatefulSet", "Job", "Pod", "Service"})
-SKIP_AWAIT = "pulumi.com/skipAwait"
-
-
-def e2e_standin_charts() -> Path | None:
-    """The e2e stand-in chart folder when the test-only switch is set (see E2E_STANDIN_CHARTS_ENV)."""
-    value = os.environ.get(E2E_STANDIN_CHARTS_ENV)
-    return Path(value) if value else None
-
-
-def _e2e_skip_await(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    if e2e_standin_charts() is None or manifest["kind"] not in KUBELET_AWAITED:
-        return manifest
-    meta = dict(manifest.get("metadata", {}))
-    meta["annotations"] = {**meta.get("annotations", {}), SKIP_AWAIT: "true"}
-    return {**manifest, "metadata": meta}
-
-
 def apply(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None) -> pulumi.CustomResource:
     """Register ``manifest`` as a resource with logical name ``name``.
 
     Typed classes take the manifest's top-level fields as arguments; any other kind becomes an
-    ``apiextensions.CustomResource`` carrying every field (e.g. ``spec``) unchanged.
+    ``apiextensions.CustomResource`` carrying every field (e.g. ``spec``) unchanged. A built-in
+    kind must be in ``_TYPED``: the provider knows the core group only as ``core/v1``, and the real
+    engine refuses ``kubernetes:v1:<Kind>`` ("apiVersion does not have both a group and a version").
     """
-    manifest = _e2e_skip_await(manifest)
     api, kind = manifest["apiVersion"], manifest["kind"]
     if not manifest.get("metadata", {}).get("name"):
         raise ValueError(f"{kind} {name!r} has no metadata.name: cluster objects are always named explicitly")
@@ -122,11 +95,10 @@ class _CustomObject(pulumi.CustomResource):
 
 def helm_release(
     logical_name: str,
+    cfg: StackConfig,
     *,
     release: str,
     chart: str,
-    version: str,
-    repository: str | None,
     namespace: str,
     values: Mapping[str, Any],
     timeout: int,
@@ -134,22 +106,22 @@ def helm_release(
 ) -> k8s.helm.v3.Release:
     """An operator chart as a real Helm release (hooks run: the GPU Operator upgrades its CRDs in one).
 
-    The namespace is ours (with its Pod Security labels), never Helm's. Not atomic: a rollback
-    would hide why an operator failed; ``cleanup_on_fail`` removes what a failed install created so
-    the next ``up`` starts clean (pulumi-kubernetes#2054). ``timeout`` is generous because driver
-    containers compile kernel modules on first start; Helm's 300 s is far too short.
+    ``chart`` names one of :func:`components.model.charts.stack_charts`; it is taken at its pinned
+    version from the stack's chart source (``gpuaas:charts``: the public repositories, or a
+    mirror). The namespace is ours (with its Pod Security labels), never Helm's. Not atomic: a
+    rollback would hide why an operator failed; ``cleanup_on_fail`` removes what a failed install
+    created so the next ``up`` starts clean (pulumi-kubernetes#2054). ``timeout`` is generous
+    because driver containers compile kernel modules on first start; Helm's 300 s is far too short.
     """
-    standins = e2e_standin_charts()
+    source = charts.source(cfg.charts, charts.chart(cfg.versions, chart))
     return k8s.helm.v3.Release(
         logical_name,
         name=release,
-        # A stand-in is named like the chart (an OCI reference's last part: oci://.../kueue -> kueue).
-        chart=chart if standins is None else str(standins / chart.rsplit("/", 1)[-1]),
-        version=version,
-        # No repository: ``chart`` is an OCI reference (oci://...), which Helm pulls itself; or an
-        # e2e stand-in chart folder (GPUAAS_E2E_STANDIN_CHARTS).
-        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repository)
-        if repository is not None and standins is None
+        chart=source.chart,
+        version=source.version,
+        # No repository for an OCI reference (oci://...) or a local chart: Helm takes ``chart`` as it is.
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=source.repository)
+        if source.repository is not None
         else None,
         namespace=namespace,
         create_namespace=False,

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from components.model import kubernetes, yamlfile
+from components.model import charts, kubernetes, yamlfile
 from components.model.azure_grammar import normal_location
 from components.model.config import StackConfig
 from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
@@ -404,6 +404,11 @@ def load_config(today: datetime.date) -> StackConfig:
         if isinstance(provider, str):
             config["azure-native:location"] = provider
         cfg = parse_stack(config, today)
+        # The one check that reads this machine: a chart mirror folder holds every chart the
+        # stack installs (what Helm will open), before any resource is registered.
+        missing = list(charts.mirror_issues(cfg.charts, charts.stack_charts(cfg.versions, cfg.queues.elastic)))
+        if missing:
+            raise ConfigError(missing)
     except ConfigError as err:
         raise pulumi.RunError(err.render()) from None
     for warning in support_warnings(cfg, today):

@@ -12,12 +12,11 @@ language host; ``k8sprovider``: pulumi-resource-kubernetes), put first on ``PATH
 loads the provider from there (an ambient plugin) and downloads nothing
 (``PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION``).
 
-The operators' charts are not reachable offline: :func:`standin_charts` writes, per release, a
-local chart with the chart's real name and version that holds only its upstream CRDs (from
-../shared/upstream, at the pinned chart version), and the program installs it through the
-test-only switch ``GPUAAS_E2E_STANDIN_CHARTS`` (components/k8s.py), which also skips the awaits
-of workloads that only a kubelet could make ready. :class:`NetworkOperatorStandIn` plays the
-Network Operator where the program waits on it (the NicClusterPolicy's ``pulumi.com/waitFor``).
+The operators' charts come from a chart mirror, the product's own ``gpuaas:charts.directory``
+(:func:`mirror`: the whole upstream charts in ../shared/upstream/charts), so every Helm release
+installs the real chart with our values through the real provider, and every workload is awaited
+as on a real cluster. :class:`NetworkOperatorStandIn` plays the Network Operator where the
+program waits on it (the NicClusterPolicy's ``pulumi.com/waitFor``).
 
     python -m e2e.engine shell [--stack onprem]   # a shell with PATH, backend and passphrase set
 """
@@ -42,11 +41,14 @@ from typing import Any
 
 import yaml
 
-from components.k8s import E2E_STANDIN_CHARTS_ENV
-from components.model import versions
-from components.operators import gpu_operator, network_operator, nic_cluster_policy
+from components.loader import gpuaas_section, parse_config
+from components.model import charts
+from components.model.config import StackConfig
+from components.model.versions import Versions
+from components.operators import nic_cluster_policy
 from e2e import toolchain, upstream
 from e2e.kube import ApiError, Kube
+from e2e.kueue import KueueManager
 
 ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM = upstream.upstream_dir()
@@ -61,53 +63,28 @@ def bin_dirs() -> list[Path]:
 
 
 # --------------------------------------------------------------------------------------------
-# stand-in charts
+# the charts
 
 
-@dataclasses.dataclass(frozen=True)
-class StandIn:
-    chart: str  # the chart name the program installs (components/*.CHART)
-    version: str  # the pinned chart version (components/model/versions.py)
-    upstream: Path  # the chart's folder in ../shared/upstream at that version
+def mirror() -> Path:
+    """The e2e's chart mirror: the upstream fixtures' whole charts (network-operator v26.4.1,
+    gpu-operator v26.7.0, kueue v0.19.2), each unpacked at its git tag as ``<chart>-<tag>/``,
+    which the product's ``gpuaas:charts.directory`` reads as it reads any mirror. Every file of
+    the charts the stacks install is checked against its upstream blob id first."""
+    folder = upstream.upstream_dir() / "charts"
+    for c in charts.stack_charts(Versions(), elastic=True):
+        found = charts.source(charts.Charts(directory=str(folder)), c)
+        upstream.require(Path(found.chart).relative_to(upstream.upstream_dir()))
+    return folder
 
 
-def standins() -> list[StandIn]:
-    root = upstream.root()  # every file read from it checked against its upstream blob id
-    return [
-        StandIn(
-            network_operator.CHART,
-            versions.NETWORK_OPERATOR_CHART,
-            root / "network-operator" / versions.NETWORK_OPERATOR_CHART,
-        ),
-        StandIn(gpu_operator.CHART, versions.GPU_OPERATOR_CHART, root / "gpu-operator" / versions.GPU_OPERATOR_CHART),
-        # Kueue's chart is an OCI reference; ../shared/upstream keeps its CRDs only (no Chart.yaml).
-        StandIn("kueue", versions.KUEUE_CHART, root / "kueue" / f"v{versions.KUEUE_CHART.lstrip('v')}"),
-    ]
-
-
-def standin_charts(dest: Path) -> Path:
-    """Write one local chart per release under ``dest``: the chart's name (upstream Chart.yaml),
-    the pinned version (the upstream tree's Chart.yaml may carry a development placeholder,
-    e.g. the GPU Operator's ``v1.0.0-devel``), and the chart's own ``crds/`` (Helm installs
-    those before anything else)."""
-    for s in standins():
-        # Kueue's folder holds no Chart.yaml: look before joining (a checked join refuses a file not there).
-        has_chart = (Path(str(s.upstream)) / "Chart.yaml").is_file()
-        meta = yaml.safe_load((s.upstream / "Chart.yaml").read_text()) if has_chart else {"name": s.chart}
-        out = dest / s.chart
-        (out / "crds").mkdir(parents=True, exist_ok=True)
-        chart = {
-            "apiVersion": "v2",
-            "name": meta["name"],
-            "version": s.version.lstrip("v"),
-            "appVersion": s.version,
-            "description": f"e2e stand-in for {meta['name']} {s.version}: its upstream CRDs only",
-            "type": "application",
-        }
-        (out / "Chart.yaml").write_text(yaml.safe_dump(chart, sort_keys=False))
-        for crd in sorted((s.upstream / "crds").glob("*.y*ml")):
-            shutil.copyfile(crd, out / "crds" / crd.name)
-    return dest
+def with_mirror(config: Mapping[str, Any], charts: Path | None) -> dict[str, Any]:
+    """``config`` with ``gpuaas:charts.directory`` set to ``charts`` (unless the config says
+    where its charts come from itself, or ``charts`` is ``None``)."""
+    out = copy.deepcopy(dict(config))
+    if charts is not None and "gpuaas:charts" not in out:
+        out["gpuaas:charts"] = {"directory": str(charts)}
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,13 +124,15 @@ class Stack:
         stack: str = "onprem",
         workdir: Path | None = None,
         bins: Sequence[Path] | None = None,
+        charts: Path | None = None,
     ) -> None:
+        """``charts``: the chart mirror every config written gets (default :func:`mirror`)."""
         self.stack = stack
+        self.charts = charts if charts is not None else mirror()
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuaas-engine-"))
         self.project = self.workdir / "project"
         self.home = self.workdir / "home"
         self.state = self.workdir / "state"
-        self.charts = self.workdir / "charts"
         for d in (self.project, self.home, self.state):
             d.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / "Pulumi.yaml", self.project / "Pulumi.yaml")
@@ -161,7 +140,6 @@ class Stack:
             link = self.project / name
             if not link.exists():
                 link.symlink_to(ROOT / name)
-        standin_charts(self.charts)
         self.bins = list(bins) if bins is not None else bin_dirs()
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")},
@@ -173,7 +151,6 @@ class Stack:
             "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
             "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
             "KUBECONFIG": str(kubeconfig),
-            E2E_STANDIN_CHARTS_ENV: str(self.charts),
             "NO_COLOR": "1",
         }
         self.log: list[Result] = []
@@ -214,10 +191,11 @@ class Stack:
         return self.project / f"Pulumi.{self.stack}.yaml"
 
     def write_config(self, config: Mapping[str, Any]) -> None:
-        """Replace the stack's ``config`` block, keeping what ``stack init`` wrote (the salt)."""
+        """Replace the stack's ``config`` block, keeping what ``stack init`` wrote (the salt); the
+        charts come from :attr:`charts` unless ``config`` names its own ``gpuaas:charts``."""
         doc = yaml.safe_load(self.config_file.read_text()) if self.config_file.exists() else None
         doc = doc if isinstance(doc, dict) else {}
-        doc["config"] = copy.deepcopy(dict(config))
+        doc["config"] = with_mirror(config, self.charts)
         self.config_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 
     def config(self) -> dict[str, Any]:
@@ -252,12 +230,20 @@ class Stack:
 # the Network Operator's part
 
 
-class NetworkOperatorStandIn:
-    """Reports every NicClusterPolicy ``status.state: ready`` through the status subresource,
-    as the Network Operator does once its states are ready (what ``pulumi.com/waitFor`` waits on)."""
+#: What the Network Operator creates that our objects use: the ``multus`` ServiceAccount, which
+#: gpuaas's Multus kubeconfig refresher runs as (network-operator v26.4.1
+#: manifests/state-multus-cni/0020-service_account.yml). Without it the DaemonSet gets no pods.
+NETWORK_OPERATOR_SERVICE_ACCOUNTS = ("multus",)
 
-    def __init__(self, kube: Kube, every: float = 0.5) -> None:
-        self.kube, self.every = kube, every
+
+class NetworkOperatorStandIn:
+    """Plays the Network Operator where the program waits on it: reports every NicClusterPolicy
+    ``status.state: ready`` through the status subresource, as the operator does once its states
+    are ready (what ``pulumi.com/waitFor`` waits on), and creates the ServiceAccounts it would
+    create in its namespace (:data:`NETWORK_OPERATOR_SERVICE_ACCOUNTS`) once that exists."""
+
+    def __init__(self, kube: Kube, every: float = 0.5, namespace: str = "nvidia-network-operator") -> None:
+        self.kube, self.every, self.namespace = kube, every, namespace
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="network-operator-standin", daemon=True)
         self.reported: set[str] = set()
@@ -272,8 +258,14 @@ class NetworkOperatorStandIn:
 
     def _loop(self) -> None:
         api = nic_cluster_policy.API_VERSION
+        made: set[str] = set()
         while not self._stop.wait(self.every):
             with contextlib.suppress(ApiError, OSError, KeyError, LookupError):
+                if made != set(NETWORK_OPERATOR_SERVICE_ACCOUNTS) and self.kube.get("v1", "Namespace", self.namespace):
+                    for name in NETWORK_OPERATOR_SERVICE_ACCOUNTS:
+                        meta = {"name": name, "namespace": self.namespace}
+                        self.kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
+                        made.add(name)
                 if not self.kube.served(api, "NicClusterPolicy"):
                     continue
                 for ncp in self.kube.list(api, "NicClusterPolicy"):
@@ -282,6 +274,32 @@ class NetworkOperatorStandIn:
                         continue
                     self.kube.patch(api, "NicClusterPolicy", name, None, {"status": {"state": "ready"}}, sub="status")
                     self.reported.add(name)
+
+
+class Operators:
+    """Everything the test plays while the engine runs a stack on the fleet, as one context:
+    the Network Operator's part (:class:`NetworkOperatorStandIn`) and, where the stack's queues are
+    elastic, Kueue's manager serving the chart's webhooks (:class:`e2e.kueue.KueueManager`, which
+    waits for the chart that ``pulumi up`` installs).
+
+        with Operators(kube, cfg) as ops:
+            stack.up()
+    """
+
+    def __init__(self, kube: Kube, cfg: StackConfig, kueue_overrides: Mapping[str, Any] | None = None) -> None:
+        self.network = NetworkOperatorStandIn(kube, namespace=cfg.network.namespace)
+        self.kueue = KueueManager(kube, cfg.queues.namespace, overrides=kueue_overrides) if cfg.queues.elastic else None
+
+    def __enter__(self) -> Operators:
+        self.network.__enter__()
+        if self.kueue is not None:
+            self.kueue.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.kueue is not None:
+            self.kueue.__exit__(*exc)
+        self.network.__exit__(*exc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,12 +322,15 @@ def shell(stack: str, kubeconfig: Path, workdir: Path | None) -> int:
         s.pulumi("login", f"file://{s.state}")
     print(
         f"e2e engine shell: stack {stack} in {s.project}, state file://{s.state}, KUBECONFIG={kubeconfig}\n"
-        f"  edit {s.config_file} to change the stack; `exit` leaves. While this shell runs, a stand-in\n"
-        "  for the Network Operator reports the NicClusterPolicy ready (what `pulumi up` waits on).",
+        f"  charts from the mirror {s.charts} (gpuaas:charts.directory); edit {s.config_file} to change\n"
+        "  the stack; `exit` leaves. While this shell runs, the test's stand-ins play the operators where\n"
+        "  `pulumi up` waits on them: the Network Operator (NicClusterPolicy ready, its ServiceAccounts) and,\n"
+        "  with elastic queues, Kueue's manager serving the chart's webhooks (e2e/kueue.py).",
         flush=True,
     )
     env = s.shell_env() | {"PS1": f"(gpuaas-engine {stack}) \\w $ "}
-    with NetworkOperatorStandIn(kube_of(kubeconfig)):
+    cfg = parse_config(gpuaas_section(repo_stack_config(stack)["config"]))
+    with Operators(kube_of(kubeconfig), cfg):
         return subprocess.call([os.environ.get("SHELL", "/bin/bash")], cwd=s.project, env=env)
 
 

@@ -49,6 +49,13 @@ NODE_MONITOR_GRACE: Final = "3m"
 UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
 
 
+#: Pods whose readiness a process of the test plays instead of KWOK (KWOK still binds and deletes
+#: them): Kueue's manager pods, Ready exactly while the test's Kueue manager serves (e2e/kueue.py).
+PLAYED_PODS: Final = ("app.kubernetes.io/name", "control-plane", "kueue/controller-manager")
+#: The label Helm puts on what a chart renders (its hook Jobs' pods included).
+HELM_MANAGED: Final = ("app.kubernetes.io/managed-by", "Helm")
+
+
 def fleet_stages(default_stages: str) -> str:
     """KWOK's default stages with ``pod-complete`` gated on :data:`OUTCOME`, a ``pod-fail`` stage,
     ``pod-ready`` again for pods a node's NotReady spell marked not Ready, and deletion as a kubelet
@@ -57,15 +64,29 @@ def fleet_stages(default_stages: str) -> str:
     phase of a pod it stops (Kubernetes docs, "Pod phase": since 1.27 a deleted pod goes to a terminal
     phase), and the Job controller removes its tracking finalizer only from a terminal pod; KWOK's
     default ``pod-delete`` deletes at once, which leaves a Job's evicted pod terminating for ever.
+    A chart's own Jobs (Helm hooks: the operators' CRD upgrade, keep-ncp) complete as KWOK's
+    default does, without doing their work (their images cannot run here); and :data:`PLAYED_PODS`
+    are left to the process that plays them.
     """
     docs = [d for d in yaml.safe_load_all(default_stages) if d]
     out: list[dict[str, Any]] = []
     for doc in docs:
         if doc["metadata"]["name"] == "pod-ready":
-            out.append(_ready_again(doc))
+            doc = _ready_again(doc)
+            first, second, value = PLAYED_PODS
+            key = f'(.metadata.labels["{first}"] // "") + "/" + (.metadata.labels["{second}"] // "")'
+            doc["spec"]["selector"]["matchExpressions"].append({"key": key, "operator": "NotIn", "values": [value]})
+            out.append(doc)
         elif doc["metadata"]["name"] == "pod-delete":
             out += [_terminate(doc), _when_terminal(doc)]
         elif doc["metadata"]["name"] == "pod-complete":
+            chart = yaml.safe_load(yaml.safe_dump(doc))
+            chart["metadata"]["name"] = "pod-complete-chart-job"
+            label, value = HELM_MANAGED
+            chart["spec"]["selector"]["matchExpressions"].append(
+                {"key": f'.metadata.labels["{label}"]', "operator": "In", "values": [value]}
+            )
+            out.append(chart)
             complete = _with_outcome(doc, "succeed")
             failed = _with_outcome(doc, "fail")
             failed["metadata"]["name"] = "pod-fail"

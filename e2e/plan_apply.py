@@ -3,8 +3,10 @@
 The offline plan (:mod:`components.plan.offline`) records every Kubernetes object the program
 registers, in registration order (= install order: the program registers in the order of
 ``components/platform.py``). Here each object goes to the API server with server-side apply;
-Helm releases are not objects (the charts are not reachable offline), so the CRDs their charts
-would install come from ``../shared/upstream`` instead, at the chart versions we pin.
+Helm releases are not objects: by default they are skipped and the CRDs their charts would
+install come from ``../shared/upstream`` instead, at the chart versions we pin; with
+:class:`HelmReleases` each is installed by Helm at its place in the plan, its chart from the
+e2e's chart mirror (the whole upstream charts), so the chart's own objects are there too.
 
 ``stored_differences`` is the check the issue asks for: every field we sent must come back as we
 sent it. A custom-resource field the structural schema does not know is pruned silently by the
@@ -15,18 +17,22 @@ what it says. Known canonicalisations of the API server are listed in ``_CANONIC
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
-from collections.abc import Iterable, Iterator
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from components.model import versions
+from components.model import charts, versions
 from components.plan.offline import Record, Run
 from components.plan.writer import HELM_RELEASE, manifest
-from e2e import upstream
+from e2e import toolchain, upstream
 from e2e.kube import ApiError, Kube, Obj
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -234,24 +240,134 @@ def stack_namespaces(objs: Iterable[Planned]) -> list[str]:
     return sorted(out - planned)
 
 
-def apply_plan(kube: Kube, run: Run, manager: str = "gpuaas-plan") -> list[Applied]:
-    """Nodes, CRDs, then every object in install order; the server's refusal names the object."""
+#: API groups of the stacks gpuaas plugs into rather than installs: the Prometheus stack's
+#: (observability: ServiceMonitor, PrometheusRule, whose CRDs the program reads before using them).
+PREREQUISITE_GROUPS = ("monitoring.coreos.com",)
+
+
+def install_prerequisites(kube: Kube, run: Run) -> None:
+    """What ``run``'s stack expects to find before its first ``pulumi up``: the CRDs of
+    :data:`PREREQUISITE_GROUPS` its objects use, from upstream, and the namespaces of
+    :func:`stack_namespaces`."""
     objs = planned_objects(run)
-    install_crds(kube, needed_crds(kube, (p.obj for p in objs), crd_index()))
+    wanted = [p.obj for p in objs if p.obj["apiVersion"].rpartition("/")[0] in PREREQUISITE_GROUPS]
+    install_crds(kube, needed_crds(kube, wanted, crd_index()))
+    for ns in stack_namespaces(objs):
+        if kube.get("v1", "Namespace", ns) is None:
+            kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+
+#: Installs one Helm release of a plan where the plan has it (the record: chart, version,
+#: namespace, values): :class:`HelmReleases`, or a test's own.
+ReleaseInstaller = Callable[[Record], None]
+
+
+def apply_plan(
+    kube: Kube, run: Run, manager: str = "gpuaas-plan", releases: ReleaseInstaller | None = None
+) -> list[Applied]:
+    """Nodes, CRDs, then every object in install order; the server's refusal names the object.
+
+    ``releases``: installs each Helm release at its place in the plan, so the objects after it find
+    the chart's own CRDs (and webhooks); a kind no installed chart serves gets its upstream CRD
+    just before its first object. Without it the releases are skipped and every CRD comes from
+    upstream first.
+    """
+    objs = planned_objects(run)
+    index = crd_index()
+    if releases is None:
+        install_crds(kube, needed_crds(kube, (p.obj for p in objs), index))
     for ns in stack_namespaces(objs):
         if kube.get("v1", "Namespace", ns) is None:
             kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for node in node_objects(run):
         if kube.get("v1", "Node", node["metadata"]["name"]) is None:
             kube.create(node)
+    by_record = {id(p.record): p for p in objs}
     done: list[Applied] = []
-    for p in objs:
+    for r in run.records:
+        if r.type == HELM_RELEASE and releases is not None:
+            releases(r)
+            continue
+        p = by_record.get(id(r))
+        if p is None:
+            continue
+        if releases is not None:
+            install_crds(kube, needed_crds(kube, [p.obj], index))
         try:
             stored = kube.apply(p.obj, manager=manager)
         except ApiError as e:
             raise PlanRefusedError(p, e) from e
         done.append(Applied(p, stored))
     return done
+
+
+class HelmReleases:
+    """A plan's Helm releases installed by the Helm CLI (tool set ``helm``: v3.18.6, the Helm
+    pulumi-resource-kubernetes links), each with its record's own name, namespace, version, values
+    and timeout, its chart taken from the chart mirror ``mirror`` at the pinned version (the
+    product's ``gpuaas:charts.directory`` lookup, :mod:`components.model.charts`).
+
+    ``wait``: Helm waits for what it installed to be ready, as the provider does (``skipAwait``
+    unset); only where the fleet runs pods. ``only``: the release names to install; the others are
+    skipped (their kinds' CRDs then come from upstream). ``after``: a callable per release name,
+    run once it is installed (a test's stand-in for the operator it starts).
+    """
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        mirror: Path,
+        *,
+        wait: bool,
+        only: Collection[str] | None = None,
+        after: Mapping[str, Callable[[], None]] | None = None,
+        bin_dir: Path | None = None,
+    ) -> None:
+        self.kubeconfig, self.mirror, self.wait = kubeconfig, mirror, wait
+        self.only = None if only is None else set(only)
+        self.after = dict(after or {})
+        self.bin_dir = bin_dir or toolchain.build(toolchain.TOOLSETS["helm"])
+        self.installed: dict[str, float] = {}
+
+    def chart(self, record: Record) -> str:
+        """The mirror's chart of ``record`` (a local path in the record is taken as it is)."""
+        chart, version = str(record.inputs["chart"]), str(record.inputs["version"])
+        if Path(chart).is_absolute():
+            return chart
+        name = chart.rstrip("/").rsplit("/", 1)[-1]
+        wanted = charts.Chart(name, version, None, name, "versions")
+        found = charts.source(charts.Charts(directory=str(self.mirror)), wanted)
+        if not charts.local_chart(found.chart):
+            raise LookupError(f"the chart mirror {self.mirror} holds no {name} at {version}")
+        return found.chart
+
+    def __call__(self, record: Record) -> None:
+        inputs = record.inputs
+        name = str(inputs["name"])
+        if self.only is not None and name not in self.only:
+            return
+        values = Path(tempfile.mkdtemp(prefix="gpuaas-helm-")) / "values.json"
+        values.write_text(json.dumps(inputs.get("values") or {}))
+        cmd = [
+            str(self.bin_dir / "helm"), "upgrade", "--install", name, self.chart(record),
+            "--version", str(inputs["version"]), "--namespace", str(inputs["namespace"]),
+            "--values", str(values), "--timeout", f"{int(inputs.get('timeout') or 300)}s",
+            f"--kubeconfig={self.kubeconfig}",
+        ]  # fmt: skip
+        if self.wait:
+            cmd.append("--wait")
+        t0 = time.monotonic()
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if res.returncode != 0:
+            out = f"{res.stdout}{res.stderr}"
+            raise ReleaseFailedError(f"helm upgrade --install {name} failed ({res.returncode}):\n{out}")
+        self.installed[name] = time.monotonic() - t0
+        if name in self.after:
+            self.after[name]()
+
+
+class ReleaseFailedError(Exception):
+    pass
 
 
 class PlanRefusedError(Exception):

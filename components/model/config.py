@@ -5,7 +5,8 @@
 :mod:`~components.model.gpu_operator`, :mod:`~components.model.teams`,
 :mod:`~components.model.queues`, :mod:`~components.model.verification`,
 :mod:`~components.model.observability`,
-:mod:`~components.model.versions`). Types and defaults live in the model; cross-field rules live in
+:mod:`~components.model.versions`, :mod:`~components.model.charts`). Types and defaults live in
+the model; cross-field rules live in
 :mod:`components.rules`; turning errors into ``gpuaas:<path>: <reason>`` lines lives in
 :mod:`components.model.errors`. Every key is camelCase in ``Pulumi.<stack>.yaml`` and snake_case in
 Python. Defaults are written once, in the model (versions come from :mod:`components.model.versions`).
@@ -18,6 +19,7 @@ from pydantic import (
 )
 
 from components.model.base import Model
+from components.model.charts import Charts
 from components.model.gpu_operator import GpuOperator
 from components.model.network import Network
 from components.model.observability import Observability
@@ -38,6 +40,7 @@ class StackConfig(Model):
 
     platform: Platform
     versions: Versions = Versions()
+    charts: Charts = Charts()
     network: Network = Network()
     gpu_operator: GpuOperator = GpuOperator()
     teams: list[Team] = Field(default_factory=list)

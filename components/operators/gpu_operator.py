@@ -23,7 +23,7 @@ import yaml
 
 from components import k8s as kube
 from components.guards.gate import gated
-from components.model import dra, resources
+from components.model import charts, dra, resources
 from components.model.capacity import (
     DEVICE_PLUGIN_DEFAULT_CONFIG,
     device_plugin_config_name,
@@ -47,7 +47,7 @@ DEVICE_PLUGIN_CONFIGMAP = "gpuaas-time-slicing-config"
 RELEASE_NAME = "gpu-operator"
 #: dcgm-exporter's counters list (``dcgmExporter.config``; the chart creates it, key ``dcgm-metrics.csv``).
 DCGM_CONFIGMAP = "gpuaas-dcgm-metrics"
-CHART = "gpu-operator"
+CHART = charts.GPU_OPERATOR
 PART_OF = resources.PART_OF
 
 
@@ -169,9 +169,23 @@ def namespace_manifest(cfg: StackConfig) -> dict[str, Any]:
     }
 
 
+def operator_version(cfg: StackConfig) -> str:
+    """The tag of the GPU Operator's own images (operator, validator, node status exporter): the
+    release of the pinned chart, ``v`` first as NVIDIA tags them (nvcr.io/nvidia/gpu-operator:v26.7.0).
+
+    The chart defaults these tags to its ``appVersion`` (templates/_helpers.tpl
+    ``gpu-operator.fullimage``, templates/clusterpolicy.yaml), which the published chart sets to
+    its release; the chart at its git tag says ``appVersion: main-latest`` (and ``version:
+    v1.0.0-devel``), so a mirror built from the source tree would run a moving development image.
+    Written out, the tag is the release wherever the chart comes from.
+    """
+    return "v" + cfg.versions.gpu_operator_chart.removeprefix("v")
+
+
 def gpu_operator_values(cfg: StackConfig) -> dict[str, Any]:
     """Helm values of the gpu-operator chart; every other key keeps the chart's default.
 
+    - ``operator``/``validator``/``nodeStatusExporter.version``: :func:`operator_version`.
     - ``nfd.enabled: false``: the Network Operator already runs NFD, and two NFD deployments fight
       over the same node labels (Azure/aks-rdma-infiniband configs/values/gpu-operator does the same).
     - ``driver``: see :func:`driver_enabled` and :func:`rdma_values`. With ``dmabuf``, NVIDIA's
@@ -189,9 +203,13 @@ def gpu_operator_values(cfg: StackConfig) -> dict[str, Any]:
         driver["version"] = cfg.versions.gpu_driver
     if dra.uses_dra(cfg):
         return dra_values(cfg, driver)
+    version = operator_version(cfg)
     dcgm = dcgm_exporter_values(cfg)
     return {
         "nfd": {"enabled": False},
+        "operator": {"version": version},
+        "validator": {"version": version},
+        "nodeStatusExporter": {"version": version},
         "driver": driver,
         **({"dcgmExporter": dcgm} if dcgm else {}),
         "mig": {"strategy": go.mig_strategy},
@@ -255,6 +273,7 @@ def dra_values(cfg: StackConfig, driver: dict[str, Any]) -> dict[str, Any]:
     dcgm = dcgm_exporter_values(cfg)
     return {
         "nfd": {"enabled": False},
+        "operator": {"version": operator_version(cfg)},
         "driver": driver,
         # The chart creates the counters ConfigMap; the GPUCluster (ours) names it.
         **({"dcgmExporter": {"config": dcgm["config"]}} if dcgm else {}),
@@ -308,10 +327,9 @@ class GpuOperator(pulumi.ComponentResource):
         )
         self.release = kube.helm_release(
             f"{name}-release",
+            cfg,
             release=RELEASE_NAME,
             chart=CHART,
-            version=cfg.versions.gpu_operator_chart,
-            repository=cfg.versions.helm_repository,
             namespace=cfg.gpu_operator.namespace,
             # The values wait on the day-2 guards too: a resource-model switch (ClusterPolicy off)
             # must stop before the chart hears of it (components/model/dra.py model_switch_issues).

@@ -21,12 +21,12 @@ import pulumi_kubernetes as k8s
 
 from components import k8s as kube
 from components.k8s import Manifest
-from components.model import resources
+from components.model import charts, resources
 from components.model.config import StackConfig
 from components.model.network import Network
 from components.model.resources import PART_OF, pod_security_labels
 
-CHART = "network-operator"
+CHART = charts.NETWORK_OPERATOR
 #: Helm release name; a contract (renaming it reinstalls the operator).
 RELEASE = "network-operator"
 
@@ -154,10 +154,9 @@ class NetworkOperator(pulumi.ComponentResource):
         self.namespace = kube.apply(f"{name}-namespace", namespace(cfg), kube.child(self))
         self.release = kube.helm_release(
             f"{name}-release",
+            cfg,
             release=RELEASE,
             chart=CHART,
-            version=cfg.versions.network_operator_chart,
-            repository=cfg.versions.helm_repository,
             namespace=cfg.network.namespace,
             values=network_operator_values(cfg),
             timeout=cfg.network.helm_timeout_seconds,

@@ -59,6 +59,8 @@ _NAMED = {
     "check_taint": "taint",
     "check_image_repository": "image repository",
     "check_url": "URL",
+    "check_oci_registry": "OCI registry path",
+    "check_chart_directory": "local folder",
     "check_subscription_id": "subscription id",
     "check_resource_group": "resource group name",
     "check_location": "Azure region",
@@ -116,7 +118,7 @@ def render() -> str:
         if (where, model) in seen:
             return
         seen.add((where, model))
-        doc = (model.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+        doc = " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
         title = f"`{where}`" if where else "Top-level keys (`gpuaas:<key>`)"
         out.extend([f"#### {title} — {model.__name__}", "", doc, "", "| key | type | default |", "|---|---|---|"])
         children: list[tuple[type[BaseModel], str]] = []

@@ -33,7 +33,7 @@ import yaml
 
 from components import k8s as kube
 from components.k8s import Manifest
-from components.model import dra, elastic
+from components.model import charts, dra, elastic
 from components.model.capacity import sharing_groups
 from components.model.config import StackConfig
 from components.model.elastic import ANY_NODE, Line
@@ -326,10 +326,9 @@ class Queues(pulumi.ComponentResource):
         ns = kube.apply(f"{name}-namespace", namespace(cfg), kube.child(self))
         release = kube.helm_release(
             f"{name}-kueue",
+            cfg,
             release=RELEASE,
-            chart=cfg.versions.kueue_chart_ref,
-            version=cfg.versions.kueue_chart,
-            repository=None,
+            chart=charts.KUEUE,
             namespace=cfg.queues.namespace,
             values=helm_values(cfg),
             timeout=cfg.queues.helm_timeout_seconds,

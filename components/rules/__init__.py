@@ -15,6 +15,7 @@ from components.model import kubernetes
 from components.model.config import StackConfig
 from components.model.errors import Issue
 from components.rules import (
+    charts,
     dra,
     fabric,
     namespaces,
@@ -39,6 +40,7 @@ def check(cfg: StackConfig, today: date = kubernetes.REVIEWED) -> list[Issue]:
     for rule in (
         tenancy.check,
         platform.check,
+        charts.check,
         sharing.check,
         fabric.check,
         proofs.check,

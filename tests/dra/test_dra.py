@@ -31,7 +31,7 @@ from components.plan.offline import ROOT, run_program, stack_config
 from components.plan.writer import write_plan
 from components.tenancy import quotas, teams
 from tests.conftest import raw_stack
-from tests.schema_helpers import assert_value_paths_exist, validate_against_crd
+from tests.schema_helpers import GPU_OPERATOR_READ_NOT_LISTED, assert_value_paths_exist, validate_against_crd
 from tests.tenancy.test_admission_cel import Policy
 
 DRA_STACK: Final = ROOT / "tests" / "stacks" / "onprem-dra.yaml"
@@ -194,7 +194,7 @@ def test_dra_values_exist_in_the_chart_and_never_deploy_a_cluster_policy(gpu_ope
     raw = dra_raw()
     raw["gpuOperator"]["driverEnabled"] = driver
     values = gpu_operator_values(parse_config(raw))
-    assert_value_paths_exist(values, gpu_operator_dir / "values.yaml")
+    assert_value_paths_exist(values, gpu_operator_dir / "values.yaml", GPU_OPERATOR_READ_NOT_LISTED)
     assert values["clusterPolicy"] == {"deployCR": False}
     assert values["gpuCluster"] == {"deployCR": False}  # gpuaas applies the GPUCluster itself
     # The chart refuses a GPUCluster with an operator driver but no NVIDIADriver CRD (validations.yaml).

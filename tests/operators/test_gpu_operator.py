@@ -25,7 +25,7 @@ from components.operators.gpu_operator import (
     namespace_manifest,
 )
 from components.plan.offline import Run
-from tests.schema_helpers import assert_value_paths_exist, missing_value_paths
+from tests.schema_helpers import GPU_OPERATOR_READ_NOT_LISTED, assert_value_paths_exist, missing_value_paths
 
 GPU_OPERATOR = Path("gpu-operator/v26.7.0")
 #: Kubernetes version whose OpenAPI schemas the rendered objects are validated against (AKS pin).
@@ -75,6 +75,9 @@ def custom() -> dict[str, Any]:
 
 DEFAULTS_VALUES = {
     "nfd": {"enabled": False},
+    "operator": {"version": "v26.7.0"},
+    "validator": {"version": "v26.7.0"},
+    "nodeStatusExporter": {"version": "v26.7.0"},
     "driver": {"enabled": False, "rdma": {"enabled": False, "useHostMofed": False}, "kernelModuleType": "open"},
     "mig": {"strategy": "mixed"},
     "migManager": {"config": {"create": False, "name": "gpuaas-mig-parted-config", "default": "all-disabled"}},
@@ -83,6 +86,9 @@ DEFAULTS_VALUES = {
 
 CUSTOM_VALUES = {
     "nfd": {"enabled": False},
+    "operator": {"version": "v26.7.0"},
+    "validator": {"version": "v26.7.0"},
+    "nodeStatusExporter": {"version": "v26.7.0"},
     "driver": {"enabled": True, "rdma": {"enabled": True, "useHostMofed": True}, "version": "580.126.20"},
     "mig": {"strategy": "single"},
     "migManager": {"config": {"create": False, "name": "gpuaas-mig-parted-config", "default": "all-disabled"}},
@@ -213,14 +219,24 @@ def all_values(cfg_of: Callable[[str], StackConfig]) -> list[dict[str, Any]]:
 
 
 def test_value_paths_exist_in_pinned_chart(upstream: Path, cfg_of: Callable[[str], StackConfig]) -> None:
+    chart = upstream / "charts" / "gpu-operator-v26.7.0"
+    for path, template in GPU_OPERATOR_READ_NOT_LISTED.items():
+        assert f".Values.{path} | default .Chart.AppVersion" in (chart / template).read_text(), path
     # dcgmExporter.config is commented out in values.yaml; the chart's templates read its keys
     # (tests/observability/test_scrape.py checks them against templates/).
+    read_not_listed = {**GPU_OPERATOR_READ_NOT_LISTED, "dcgmExporter.config": "templates/clusterpolicy.yaml"}
     for values in all_values(cfg_of):
-        dcgm = {k: v for k, v in values.get("dcgmExporter", {}).items() if k != "config"}
-        rest = {k: v for k, v in values.items() if k != "dcgmExporter"}
-        assert_value_paths_exist(
-            {**rest, **({"dcgmExporter": dcgm} if dcgm else {})}, upstream / GPU_OPERATOR / "values.yaml"
-        )
+        assert_value_paths_exist(values, upstream / GPU_OPERATOR / "values.yaml", read_not_listed)
+
+
+def test_the_operators_images_are_the_release_not_the_charts_app_version(cfg_of: Callable[[str], StackConfig]) -> None:
+    """The chart at its git tag says appVersion main-latest: our values pin the release's tag."""
+    for values in all_values(cfg_of):
+        assert values["operator"] == {"version": "v26.7.0"}
+    onprem = gpu_operator_values(cfg_of("onprem"))
+    assert onprem["validator"] == onprem["nodeStatusExporter"] == {"version": "v26.7.0"}
+    unprefixed = parse_config(minimal(versions={"gpuOperatorChart": "26.7.0"}))
+    assert gpu_operator_values(unprefixed)["operator"] == {"version": "v26.7.0"}
 
 
 def test_value_path_helper_catches_typos(upstream: Path) -> None:
