@@ -21,7 +21,6 @@ import dataclasses
 import gzip
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -38,7 +37,6 @@ from components.loader import gpuaas_section, parse_config
 from components.model.config import StackConfig
 from components.plan.offline import run_program
 from components.plan.writer import HELM_RELEASE
-from e2e import upstream
 from e2e.controlplane import ControlPlane
 from e2e.engine import Operators, Stack, repo_stack_config
 from e2e.fleet import OUTCOME, Fleet
