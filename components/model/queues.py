@@ -12,9 +12,19 @@ from components.model.base import Model
 from components.model.types import (
     DnsLabel,
     DnsSubdomain,
+    MemoryMiB,
     NonNegativeInt,
     PositiveInt,
 )
+
+
+class HamiAmounts(Model):
+    """Amounts of HAMi slices in a borrowing or lending limit (the keys of ``quota.hami``)."""
+
+    gpus: NonNegativeInt | None = None
+    #: Whole MiB (e.g. ``80Gi``).
+    memory: MemoryMiB | None = None
+    cores: NonNegativeInt | None = None
 
 
 class QueueAmounts(Model):
@@ -30,6 +40,7 @@ class QueueAmounts(Model):
     gpus: NonNegativeInt | None = None
     mig: dict[str, NonNegativeInt] = Field(default_factory=dict)
     time_sliced_gpus: NonNegativeInt | None = None
+    hami: HamiAmounts = HamiAmounts()
     cpu: str | None = None
     memory: str | None = None
 

@@ -167,6 +167,8 @@ CronSchedule = Annotated[str, AfterValidator(_cron)]
 # Values checked with the grammar of what consumes them (components/model/grammar.py cites each source).
 #: A Kubernetes quantity (``64``, ``500m``, ``512Gi``), never negative; kept as written.
 Quantity = Annotated[str, BeforeValidator(grammar.check_quantity)]
+#: A memory quantity in whole MiB (``80Gi``): HAMi's device memory.
+MemoryMiB = Annotated[str, BeforeValidator(grammar.check_mebibytes)]
 LabelKey = Annotated[str, AfterValidator(grammar.check_label_key)]
 LabelValue = Annotated[str, AfterValidator(grammar.check_label_value)]
 #: An AKS node taint ``key[=value]:Effect``.

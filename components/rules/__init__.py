@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from components.model.config import StackConfig
 from components.model.errors import Issue
-from components.rules import dra, fabric, namespaces, platform, proofs, queues, sharing, tenancy
+from components.rules import dra, fabric, hami, namespaces, platform, proofs, queues, sharing, tenancy
 
 
 def check(cfg: StackConfig) -> list[Issue]:
@@ -21,6 +21,7 @@ def check(cfg: StackConfig) -> list[Issue]:
         tenancy.check,
         platform.check,
         sharing.check,
+        hami.check,
         fabric.check,
         proofs.check,
         namespaces.namespace_collisions,
