@@ -9,8 +9,8 @@ Kueue admits what its ClusterQueues allow, but only for workloads it manages: a 
    team name (= the namespace's ``gpuaas.io/team`` label, read from ``namespaceObject``). Naming
    another team's queue is refused, on create and on update (a relabel).
 2. ``through-queue`` (only while ``queues.manageJobsWithoutQueueName`` is false): a workload that
-   requests a GPU kind (``nvidia.com/gpu``, ``nvidia.com/gpu.shared``, ``nvidia.com/mig-*``) names
-   a queue. A GPU workload is one whose pod spec requests a GPU extended resource or has
+   requests a GPU kind (``nvidia.com/gpu``, ``nvidia.com/gpu.shared``, ``nvidia.com/mig-*``, HAMi's
+   ``nvidia.com/vgpu*``) names a queue. A GPU workload is one whose pod spec requests a GPU extended resource or has
    ``resourceClaims`` (DRA: a claim is how a GPU is asked for, and Kueue counts it through
    ``deviceClassMappings``). Children created by a workload controller are exempt, decided by
    *who asks* (``request.userInfo.username``, which a user cannot forge), never by
@@ -41,7 +41,10 @@ QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 POLICY_PREFIX: Final = "gpuaas-team-queue"
 
-_GPU: Final = "r == 'nvidia.com/gpu' || r == 'nvidia.com/gpu.shared' || r.startsWith('nvidia.com/mig-')"
+_GPU: Final = (
+    "r == 'nvidia.com/gpu' || r == 'nvidia.com/gpu.shared' || r.startsWith('nvidia.com/mig-') || "
+    "r.startsWith('nvidia.com/vgpu')"
+)
 _WANTS: Final = (
     f"has(c.resources) && ((has(c.resources.requests) && c.resources.requests.exists(r, {_GPU})) || "
     f"(has(c.resources.limits) && c.resources.limits.exists(r, {_GPU})))"

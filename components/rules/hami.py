@@ -104,12 +104,15 @@ def _scheduler_version(cfg: StackConfig, version: tuple[int, int, int] | None) -
     # anything else malformed is reported by components/rules/dra.py
 
 
+_SETTINGS = (("splitCount", "split_count"), ("memoryScaling", "memory_scaling"), ("corePolicy", "core_policy"))
+
+
 def _one_setting(cfg: StackConfig) -> Iterator[Issue]:
     """Every HAMi group states the first one's split count, memory scaling and core policy."""
     groups = [(w, h) for w, _n, h, _m in hami.hami_groups(cfg) if h.driver == "devicePlugin"]
     first_where, first = groups[0]
     for where, h in groups[1:]:
-        for key, field in (("splitCount", "split_count"), ("memoryScaling", "memory_scaling"), ("corePolicy", "core_policy")):
+        for key, field in _SETTINGS:
             mine, theirs = getattr(h, field), getattr(first, field)
             if mine != theirs:
                 yield Issue(
@@ -150,7 +153,7 @@ def _dra_driver(cfg: StackConfig, where: str, plugin: bool) -> Iterator[Issue]:
         yield Issue(
             key,
             "dra: HAMi's DRA driver (hami-dra-driver 0.1.0) is a preview gpuaas does not deploy yet; use driver "
-            "devicePlugin (README, \"HAMi's DRA driver (preview)\", says how to try it by hand)",
+            'devicePlugin (README, "HAMi\'s DRA driver (preview)", says how to try it by hand)',
         )
 
 
