@@ -72,6 +72,12 @@ DEVICE_PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
 #: On the nodes of HAMi node groups (``"true"``): HAMi's device plugin runs where it is set. On
 #: namespaces, the teams with HAMi quota: HAMi's webhook sees only those.
 HAMI_LABEL: Final = "gpuaas.io/hami"
+#: HAMi's own node label (its docs: ``kubectl label nodes <node> gpu=on``; the chart's default
+#: ``devicePlugin.nvidiaNodeSelector``), which Helm keeps in the selector whatever else it is given.
+HAMI_CHART_NODE_LABEL: Final = "gpu"
+#: The labels of every node of a HAMi group, and the selector of HAMi's device plugin: both, so a
+#: node some other tool labelled ``gpu=on`` does not get HAMi's device plugin beside NVIDIA's.
+HAMI_NODE_LABELS: Final = {HAMI_CHART_NODE_LABEL: "on", HAMI_LABEL: "true"}
 #: The GPU Operator deploys an operand on a node unless the node says ``false`` here, and keeps a
 #: ``false`` already set (gpu-operator controllers/state_manager.go ``addGPUStateLabels``): HAMi's
 #: nodes turn NVIDIA's device plugin and MIG Manager off this way, as HAMi documents.
@@ -86,6 +92,7 @@ OWNED_NODE_LABELS: Final = frozenset(
         MIG_CONFIG_LABEL,
         DEVICE_PLUGIN_CONFIG_LABEL,
         HAMI_LABEL,
+        HAMI_CHART_NODE_LABEL,
         GPU_DEPLOY_DEVICE_PLUGIN_LABEL,
         GPU_DEPLOY_MIG_MANAGER_LABEL,
     }

@@ -20,9 +20,10 @@ chart with these values and check what comes out. Where gpuaas departs from the 
   replica), and when it is down, gpuaas's own admission policy refuses the HAMi pods it did not
   point at HAMi's scheduler (components/tenancy/hami_admission.py) — an outage fails closed for
   those pods only.
-* **Device plugin** only on HAMi nodes (``gpuaas.io/hami: "true"``, set on every node of a HAMi
-  group), tolerating their pools' taints; after the GPU Operator's toolkit (``gpuOperatorToolkitReady``)
-  with its ``nvidia`` RuntimeClass, and the driver root where the Operator brings the driver
+* **Device plugin** only on HAMi nodes (``gpuaas.io/hami: "true"`` beside HAMi's own ``gpu: "on"``,
+  both set on every node of a HAMi group), tolerating their pools' taints; after the GPU Operator's
+  toolkit (``gpuOperatorToolkitReady``) with its ``nvidia`` RuntimeClass, and the driver root where
+  the Operator brings the driver
   (hami.md "With the NVIDIA GPU Operator"). The Operator's own device plugin and MIG Manager stay
   off on those nodes through their ``nvidia.com/gpu.deploy.*=false`` labels
   (components/clusters/onprem_nodes.py).
@@ -116,7 +117,10 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
         "deviceMemoryScaling": s.memory_scaling,
         "runtimeClassName": RUNTIME_CLASS,
         "gpuOperatorToolkitReady": {"enabled": True},
-        "nvidiaNodeSelector": {resources.HAMI_LABEL: "true"},
+        # Helm merges maps, so the chart's ``gpu: "on"`` stays (deleting it takes a null, which the
+        # Python SDK strips before it reaches the provider: pulumi-kubernetes #3178, #4293); HAMi
+        # nodes carry both labels (components/clusters/onprem_nodes.py), and only they carry ours.
+        "nvidiaNodeSelector": dict(resources.HAMI_NODE_LABELS),
         "service": {"type": "ClusterIP"},
     }
     if driver_enabled(cfg):
