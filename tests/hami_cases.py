@@ -130,7 +130,12 @@ CASES: Final[list[tuple[str, str, Edit, Edit]]] = [
         _spec(nodeName="gpu-node-06"),
         _spec(nodeSelector={"kubernetes.io/hostname": "gpu-node-06"}),
     ),
-    ("webhook-ignore-label", "webhook-label", _meta("labels", **{hami.WEBHOOK_IGNORE_LABEL: "ignore"}), _meta("labels", app="x")),
+    (
+        "webhook-ignore-label",
+        "webhook-label",
+        _meta("labels", **{hami.WEBHOOK_IGNORE_LABEL: "ignore"}),
+        _meta("labels", app="x"),
+    ),
     (
         "forged-allocation",
         "annotations",
@@ -147,7 +152,12 @@ CASES: Final[list[tuple[str, str, Edit, Edit]]] = [
     ("ld-preload", "environment", _env("LD_PRELOAD", "/tmp/free.so"), _env("LD_LIBRARY_PATH", "/opt/lib")),
     ("memory-limit-env", "environment", _env("CUDA_DEVICE_MEMORY_LIMIT_0", "80g"), _env("CUDA_VISIBLE_DEVICES", "0")),
     ("sm-limit-env", "environment", _env("CUDA_DEVICE_SM_LIMIT", "100"), _env("CUDA_MODULE_LOADING", "LAZY")),
-    ("visible-devices", "environment", _env("NVIDIA_VISIBLE_DEVICES", "all"), _env("NVIDIA_DRIVER_CAPABILITIES", "compute")),
+    (
+        "visible-devices",
+        "environment",
+        _env("NVIDIA_VISIBLE_DEVICES", "all"),
+        _env("NVIDIA_DRIVER_CAPABILITIES", "compute"),
+    ),
     ("core-policy-off", "environment", _env(hami.CORE_POLICY_ENV, "disable"), _env(hami.CORE_POLICY_ENV, "default")),
     ("init-container-env", "environment", _init_env("LD_PRELOAD"), _init_env("LD_BIND_NOW")),
     ("env-from-unprefixed", "environment", _env_from(None), _env_from("APP_")),
@@ -159,7 +169,12 @@ CASES: Final[list[tuple[str, str, Edit, Edit]]] = [
     ("host-lock", "host-paths", _host_path("/tmp"), _host_path("/tmp2")),
     ("host-not-canonical", "host-paths", _host_path("/usr//local/vgpu"), _host_path("/usr/lib/x86_64-linux-gnu")),
     ("host-trailing-slash", "host-paths", _host_path("/usr/local/vgpu/"), _host_path("/var/lib/models")),
-    ("privileged", "privileged", _main(securityContext={"privileged": True}), _main(securityContext={"privileged": False})),
+    (
+        "privileged",
+        "privileged",
+        _main(securityContext={"privileged": True}),
+        _main(securityContext={"privileged": False}),
+    ),
     (
         "privileged-sidecar",
         "privileged",

@@ -63,8 +63,8 @@ def hard(raw: Raw) -> None:
 
 
 def lending(team: int, **fields: Any) -> Edit:
-    return lambda raw: raw["teams"][team].setdefault("queue", {}).setdefault("lendingLimit", {}).update(
-        {"hami": fields}
+    return lambda raw: (
+        raw["teams"][team].setdefault("queue", {}).setdefault("lendingLimit", {}).update({"hami": fields})
     )
 
 
