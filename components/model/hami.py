@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from components.model import resources
+from components.model import elastic, resources
 from components.model.capacity import mib, sharing_groups
 from components.model.config import StackConfig
 from components.model.sharing import Hami
@@ -118,9 +118,21 @@ def team_uses_hami(team: Team) -> bool:
     return bool(q.gpus or q.cores or mib(q.memory))
 
 
+def team_may_use_hami(cfg: StackConfig, team: Team) -> bool:
+    """A team with HAMi quota, or with elastic quotas one that may borrow HAMi slices."""
+    if team_uses_hami(team):
+        return True
+    if not cfg.queues.elastic:
+        return False
+    return elastic.quota_ceilings(cfg, team).get(f"requests.{resources.HAMI_GPU}", "0") != "0"
+
+
 def namespace_labels(cfg: StackConfig, team: Team) -> dict[str, str]:
-    """``gpuaas.io/hami: "true"`` on the namespace of a team with HAMi quota, where HAMi runs."""
-    return {resources.HAMI_LABEL: "true"} if uses_hami(cfg) and team_uses_hami(team) else {}
+    """``gpuaas.io/hami: "true"`` on the namespace of a team that may use HAMi slices, where HAMi runs.
+
+    HAMi's webhook sees those namespaces only (its ``namespaceSelector``); teams cannot write it.
+    """
+    return {resources.HAMI_LABEL: "true"} if uses_hami(cfg) and team_may_use_hami(cfg, team) else {}
 
 
 #: HAMi's per-slice resources that Kueue multiplies by the pod's slices.

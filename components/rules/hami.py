@@ -80,6 +80,26 @@ def _groups(cfg: StackConfig) -> Iterator[Issue]:
     if plugin:
         yield from _scheduler_version(cfg, version)
         yield from _one_setting(cfg)
+        yield from _autoscaled_pools(cfg)
+
+
+def _autoscaled_pools(cfg: StackConfig) -> Iterator[Issue]:
+    """An AKS HAMi pool has a fixed size: the cluster autoscaler cannot tell whether a HAMi pod fits.
+
+    It simulates the default scheduler on a template node; HAMi pods ask for memory and cores that
+    no node advertises (HAMi's extender books them per card), so the template either never fits
+    them (the pool never grows) or fits what the real nodes then cannot hold (it grows to maxCount).
+    """
+    if cfg.aks is None:
+        return
+    for i, pool in enumerate(cfg.aks.gpu_pools):
+        if pool.hami is not None and pool.min_count != pool.max_count:
+            yield Issue(
+                config_key(f"platform.gpuPools[{i}]", "minCount"),
+                f"{pool.min_count}, maxCount {pool.max_count}: a HAMi pool has a fixed size (minCount = maxCount); the "
+                "cluster autoscaler simulates the default scheduler, and HAMi's memory and cores are booked by HAMi's "
+                "extender, which it does not run",
+            )
 
 
 def _declared(cfg: StackConfig) -> tuple[int, int, int] | None:

@@ -312,6 +312,8 @@ def test_an_aks_pool_may_be_a_hami_pool_and_may_not_set_hamis_labels() -> None:
     raw = raw_stack("aks")
     raw["platform"]["gpuPools"].append({"name": "ndhami", "vmSize": "Standard_ND96isr_H100_v5", "hami": {}})
     pool = raw["platform"]["gpuPools"][-1]
+    assert any(i.startswith("gpuaas:platform.gpuPools[2].minCount") and "fixed size" in i for i in issues(raw))
+    pool.update(minCount=2, maxCount=2)
     assert issues(raw) == [], "AKS declares its version (default 1.33.5) and taints its pools"
     pool["labels"] = {"gpu": "on"}
     assert any(i.startswith('gpuaas:platform.gpuPools[2].labels["gpu"]') for i in issues(raw)), issues(raw)
