@@ -158,7 +158,8 @@ def test_hamis_release_waits_for_the_gpu_operator_and_the_node_labels() -> None:
 
 
 def _node_labels(run: Run) -> dict[str, dict[str, str]]:
-    return {r.inputs["metadata"]["name"]: r.inputs["metadata"]["labels"] for r in run.of_type("kubernetes:core/v1:NodePatch")}
+    patches = run.of_type("kubernetes:core/v1:NodePatch")
+    return {r.inputs["metadata"]["name"]: r.inputs["metadata"]["labels"] for r in patches}
 
 
 def test_hami_nodes_turn_the_operators_device_plugin_and_mig_manager_off() -> None:
@@ -239,7 +240,8 @@ def test_an_aks_hami_pool_tolerates_its_taints_and_brings_the_operators_driver_r
     )
     cfg = parse_config(raw)
     v = hami_values(cfg)
-    assert v["devicePlugin"]["tolerations"] == [{"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+    toleration = {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+    assert v["devicePlugin"]["tolerations"] == [toleration]
     assert v["devicePlugin"]["nvidiaDriverRoot"] == hami_operator.OPERATOR_DRIVER_ROOT
     assert v["scheduler"]["kubeScheduler"]["image"]["tag"] == "v1.33.5"  # the AKS default version
     # kube-scheduler 1.33 starts no DRA informers: no read rules to add.
