@@ -15,12 +15,11 @@ from collections import defaultdict
 from components.model import resources
 from components.model.catalog import GPU_MODELS, ND_SKUS
 from components.model.config import StackConfig
-from components.model.grammar import mebibytes
 from components.model.mig import parse_layout
 from components.model.platform import OnPremPlatform
 from components.model.sharing import GpuSharing
 from components.model.teams import AksPartition, HamiQuota, OnPremPartition
-from components.model.types import format_pkey
+from components.model.types import format_pkey, mebibytes
 
 #: The device-plugin config of nodes without an ``nvidia.com/device-plugin.config`` label; the
 #: other keys are node-group names (:func:`components.model.capacity.device_plugin_config_name`).

@@ -194,28 +194,6 @@ def check_quantity(value: Any) -> str:
     return text
 
 
-def mebibytes(text: str) -> int:
-    """A memory quantity (``80Gi``, ``81920Mi``) in whole MiB, the unit HAMi counts device memory in.
-
-    HAMi's own quota reads ``limits.nvidia.com/vgpu-memory`` as an integer count of MiB
-    (HAMi pkg/device/quota.go ``addQuotaLocked``: ``AsInt64``), so a quota must be a whole MiB.
-    """
-    value = parse_quantity(text)
-    mebi = value / Decimal(2**20)
-    if value < 0 or mebi != mebi.to_integral_value():
-        raise QuantityError(f"{text!r} is not a whole number of MiB (HAMi counts device memory in MiB), e.g. 80Gi")
-    if mebi > 2**63 - 1:
-        raise QuantityError(f"{text!r} is more MiB than an int64 holds (HAMi reads the quota as one)")
-    return int(mebi)
-
-
-def check_mebibytes(value: Any) -> str:
-    """A non-negative memory quantity that is a whole number of MiB; kept as written."""
-    text = check_quantity(value)
-    mebibytes(text)
-    return text
-
-
 # --------------------------------------------------------------------------------------------
 # Kubernetes names: apimachinery/pkg/util/validation/validation.go
 
