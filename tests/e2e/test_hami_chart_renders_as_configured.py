@@ -134,7 +134,8 @@ def test_hamis_components_use_the_renamed_resources(rendered: list[dict[str, Any
 def test_the_scheduler_is_bound_to_kube_schedulers_role(rendered: list[dict[str, Any]]) -> None:
     crb = one(rendered, "ClusterRoleBinding", "hami-scheduler-kube")
     assert crb["roleRef"]["name"] == "system:kube-scheduler"
-    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": hami.SCHEDULER_SERVICE_ACCOUNT, "namespace": hami.NAMESPACE}]
+    sa = {"kind": "ServiceAccount", "name": hami.SCHEDULER_SERVICE_ACCOUNT, "namespace": hami.NAMESPACE}
+    assert crb["subjects"] == [sa]
 
 
 def test_every_rendered_object_is_accepted_by_the_api_server(
