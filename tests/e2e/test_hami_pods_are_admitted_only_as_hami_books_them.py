@@ -160,7 +160,7 @@ def test_the_quota_controller_counts_requests_keys_per_container_and_ignores_the
     # 10 GiB (one container's request, not multiplied by slices) and admits it. HAMi's own quota
     # refuses it in its webhook and scheduler filter, neither of which runs here.
     kube.create(hami_pod("hami-refuses-this", slices=80, memory_mib=10240, cores=0), as_=MEMBER, dry_run=True)
-    assert 80 * 10240 > memory
+    assert memory < 80 * 10240
     # What the quota controller does count: a container's memory request beyond requests.vgpu-memory.
     err = refusal(kube, hami_pod("too-much-memory", slices=1, memory_mib=memory + 1, cores=0))
     assert "exceeded quota" in err.message and f"requests.{resources.HAMI_MEMORY}" in err.message, err.message
