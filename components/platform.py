@@ -22,6 +22,7 @@ from components.guards import gate, mig, resource_model
 from components.k8s import NetworkArgs
 from components.model import dra, hami
 from components.model.config import StackConfig
+from components.observability.component import Observability
 from components.operators import rdma_shared_device_plugin
 from components.operators.gpu_operator import GpuOperator
 from components.operators.hami import Hami
@@ -120,6 +121,11 @@ class Platform(pulumi.ComponentResource):
         #     DRA model: per-profile MIG classes, the teams' claim templates and the claim guard.
         if dra.uses_dra(cfg):
             after_teams.append(DraTenancy(f"{name}-dra", cfg, cluster_opts, namespaces=teams.namespaces))
+        #     Observability (components/observability/): the PrometheusRules, dashboards and Kueue's
+        #     scrape, once the Prometheus stack's CRDs are read (their absence stops the run before any
+        #     monitoring object); after Kueue's namespace, where its ServiceMonitor and token live.
+        if cfg.observability.enabled:
+            Observability(f"{name}-observability", cfg, cluster_opts, after=after_teams)
         # 11. Verification workloads, last: they prove everything above. The Jobs run in the team
         #     namespaces, under their quotas, admission policies and with their NADs.
         verification = Verification(

@@ -42,6 +42,8 @@ def crd_roots() -> list[Path]:
         root / "gpu-operator" / versions.GPU_OPERATOR_CHART,
         root / "multus" / "crds",
         root / "kueue",
+        # ServiceMonitor and PrometheusRule (observability): the Prometheus stack gpuaas plugs into brings them.
+        root / "prometheus-operator-v0.93.0" / "crds",
     ]
 
 
@@ -218,10 +220,27 @@ class Applied:
     stored: Obj
 
 
+def stack_namespaces(objs: Iterable[Planned]) -> list[str]:
+    """Namespaces of the Prometheus stack gpuaas plugs into (observability.prometheus.namespace, the
+    dashboards' namespace): they exist before gpuaas, like its CRDs; the plan puts objects there
+    but never creates them. Any other missing namespace stays the plan's own error."""
+    kinds = {"PrometheusRule", "ConfigMap"}
+    planned = {p.obj["metadata"]["name"] for p in objs if p.obj["kind"] == "Namespace"}
+    out = {
+        p.obj["metadata"]["namespace"]
+        for p in objs
+        if p.obj["kind"] in kinds and p.record.name.startswith("gpuaas-observability-")
+    }
+    return sorted(out - planned)
+
+
 def apply_plan(kube: Kube, run: Run, manager: str = "gpuaas-plan") -> list[Applied]:
     """Nodes, CRDs, then every object in install order; the server's refusal names the object."""
     objs = planned_objects(run)
     install_crds(kube, needed_crds(kube, (p.obj for p in objs), crd_index()))
+    for ns in stack_namespaces(objs):
+        if kube.get("v1", "Namespace", ns) is None:
+            kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for node in node_objects(run):
         if kube.get("v1", "Node", node["metadata"]["name"]) is None:
             kube.create(node)

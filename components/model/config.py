@@ -4,6 +4,7 @@
 (:mod:`components.model.platform`, :mod:`~components.model.network`,
 :mod:`~components.model.gpu_operator`, :mod:`~components.model.teams`,
 :mod:`~components.model.queues`, :mod:`~components.model.verification`,
+:mod:`~components.model.observability`,
 :mod:`~components.model.versions`). Types and defaults live in the model; cross-field rules live in
 :mod:`components.rules`; turning errors into ``gpuaas:<path>: <reason>`` lines lives in
 :mod:`components.model.errors`. Every key is camelCase in ``Pulumi.<stack>.yaml`` and snake_case in
@@ -19,6 +20,7 @@ from pydantic import (
 from components.model.base import Model
 from components.model.gpu_operator import GpuOperator
 from components.model.network import Network
+from components.model.observability import Observability
 from components.model.platform import AksPlatform, OnPremPlatform, Platform
 from components.model.queues import Queues
 from components.model.teams import Team
@@ -42,6 +44,7 @@ class StackConfig(Model):
     quota_policy: QuotaPolicy = QuotaPolicy()
     queues: Queues = Queues()
     verification: Verification = Verification()
+    observability: Observability = Observability()
 
     @property
     def onprem(self) -> OnPremPlatform | None:

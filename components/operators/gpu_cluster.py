@@ -18,7 +18,7 @@ GPU_CLUSTER: Final = "gpu-cluster"
 DRA_DRIVER_IMAGE: Final = "dra-driver-nvidia-gpu"
 
 
-def gpu_cluster(cfg: StackConfig, driver_enabled: bool) -> Manifest:
+def gpu_cluster(cfg: StackConfig, driver_enabled: bool, dcgm_exporter: dict[str, Any] | None = None) -> Manifest:
     """The GPUCluster CR (gpu-operator v26.7.0 api/nvidia/v1alpha1; CRD nvidia.com_gpuclusters.yaml).
 
     - ``draDriver``: the pinned driver image; ``computeDomains.enabled: false`` — gpuaas gives
@@ -38,16 +38,20 @@ def gpu_cluster(cfg: StackConfig, driver_enabled: bool) -> Manifest:
     if dynamic_mig(cfg):
         # Rendered as FEATURE_GATES on the driver's containers (GPUCluster CRD draDriver.featureGates).
         dra_driver["featureGates"] = {"DynamicMIG": True}
+    spec: dict[str, Any] = {
+        "draDriver": dra_driver,
+        "hostPaths": {"driverInstallDir": "/run/nvidia/driver" if driver_enabled else "/"},
+        "daemonsets": {
+            "priorityClassName": "system-node-critical",
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
+    if dcgm_exporter:
+        # observability: the counters list by name and the ServiceMonitor (GPUCluster CRD dcgmExporter).
+        spec["dcgmExporter"] = {**dcgm_exporter, "config": {"name": dcgm_exporter["config"]["name"]}}
     return {
         "apiVersion": "nvidia.com/v1alpha1",
         "kind": "GPUCluster",
         "metadata": {"name": GPU_CLUSTER, "labels": dict(PART_OF)},
-        "spec": {
-            "draDriver": dra_driver,
-            "hostPaths": {"driverInstallDir": "/run/nvidia/driver" if driver_enabled else "/"},
-            "daemonsets": {
-                "priorityClassName": "system-node-critical",
-                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            },
-        },
+        "spec": spec,
     }

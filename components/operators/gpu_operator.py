@@ -33,6 +33,7 @@ from components.model.capacity import (
 )
 from components.model.config import StackConfig
 from components.model.mig import DISABLED, mig_parted_config
+from components.model.observability import dcgm_counters_csv
 from components.operators import gpu_cluster
 
 #: Our mig-parted ConfigMap. Naming one turns off MIG Manager's per-node generated configs
@@ -44,6 +45,8 @@ MIG_CONFIG_KEY = "config.yaml"
 DEVICE_PLUGIN_CONFIGMAP = "gpuaas-time-slicing-config"
 #: Helm release name; a contract (renaming it reinstalls the operator).
 RELEASE_NAME = "gpu-operator"
+#: dcgm-exporter's counters list (``dcgmExporter.config``; the chart creates it, key ``dcgm-metrics.csv``).
+DCGM_CONFIGMAP = "gpuaas-dcgm-metrics"
 CHART = "gpu-operator"
 PART_OF = resources.PART_OF
 
@@ -186,15 +189,52 @@ def gpu_operator_values(cfg: StackConfig) -> dict[str, Any]:
         driver["version"] = cfg.versions.gpu_driver
     if dra.uses_dra(cfg):
         return dra_values(cfg, driver)
+    dcgm = dcgm_exporter_values(cfg)
     return {
         "nfd": {"enabled": False},
         "driver": driver,
+        **({"dcgmExporter": dcgm} if dcgm else {}),
         "mig": {"strategy": go.mig_strategy},
         "migManager": {"config": {"create": False, "name": MIG_CONFIGMAP, "default": DISABLED}},
         "devicePlugin": {
             "config": {"create": False, "name": DEVICE_PLUGIN_CONFIGMAP, "default": DEVICE_PLUGIN_DEFAULT_CONFIG}
         },
     }
+
+
+def dcgm_exporter_values(cfg: StackConfig) -> dict[str, Any]:
+    """``dcgmExporter`` with ``observability.enabled``: our counters list and the operator's ServiceMonitor.
+
+    - ``config``: the chart creates the ConfigMap (templates/dcgm_exporter_config.yaml) and the
+      operator points dcgm-exporter's collectors at it; the list is
+      :data:`components.model.observability.DCGM_COUNTERS` (ECC and retired pages enabled).
+    - ``serviceMonitor``: labelled for the Prometheus stack's selector. Pod attribution is
+      dcgm-exporter's own (``DCGM_EXPORTER_KUBERNETES``, on in the operator's DaemonSet): it labels a
+      GPU held by a pod with ``namespace``, ``pod``, ``container``. Those names collide with the
+      target's own labels, which Prometheus would keep, renaming the pod's to ``exported_*``;
+      so the target's ``namespace``/``pod``/``container`` are dropped (a GPU no pod holds then has
+      none) and ``node`` is taken from the exporter pod's node (``__meta_kubernetes_pod_node_name``).
+    - DRA: ``KUBERNETES_ENABLE_DRA`` maps claimed devices to pods (dcgm-exporter ``--kubernetes-enable-dra``).
+    """
+    o = cfg.observability
+    if not o.enabled:
+        return {}
+    out: dict[str, Any] = {
+        "config": {"name": DCGM_CONFIGMAP, "create": True, "data": dcgm_counters_csv()},
+        "serviceMonitor": {
+            "enabled": True,
+            "interval": "15s",
+            "honorLabels": False,
+            "additionalLabels": dict(o.prometheus.monitor_labels),
+            "relabelings": [
+                {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"},
+                {"regex": "namespace|pod|container", "action": "labeldrop"},
+            ],
+        },
+    }
+    if dra.uses_dra(cfg):
+        out["env"] = [{"name": "KUBERNETES_ENABLE_DRA", "value": "true"}]
+    return out
 
 
 def dra_values(cfg: StackConfig, driver: dict[str, Any]) -> dict[str, Any]:
@@ -212,9 +252,12 @@ def dra_values(cfg: StackConfig, driver: dict[str, Any]) -> dict[str, Any]:
     """
     if driver["enabled"]:
         driver = {**driver, "nvidiaDriverCRD": {"enabled": True, "deployDefaultCR": True}}
+    dcgm = dcgm_exporter_values(cfg)
     return {
         "nfd": {"enabled": False},
         "driver": driver,
+        # The chart creates the counters ConfigMap; the GPUCluster (ours) names it.
+        **({"dcgmExporter": {"config": dcgm["config"]}} if dcgm else {}),
         "clusterPolicy": {"deployCR": False},
         "gpuCluster": {"deployCR": False},
     }
@@ -279,7 +322,7 @@ class GpuOperator(pulumi.ComponentResource):
         self.gpu_cluster = None
         if dra.uses_dra(cfg):
             # After the release: its CRD and the controller that reconciles it come with the chart.
-            manifest = gpu_cluster.gpu_cluster(cfg, driver_enabled(cfg))
+            manifest = gpu_cluster.gpu_cluster(cfg, driver_enabled(cfg), dcgm_exporter_values(cfg))
             self.gpu_cluster = kube.apply(f"{name}-gpu-cluster", manifest, kube.child(self, [self.release]))
         self.register_outputs({"namespace": cfg.gpu_operator.namespace, "release": self.release.name})
 

@@ -14,6 +14,7 @@ from components.clusters.aks import pool_capacity
 from components.dra import claims
 from components.fabric import multus
 from components.model import dra, elastic, resources
+from components.model.accounting import gpu_kinds
 from components.model.capacity import (
     capacity,
     layout_name,
@@ -23,8 +24,12 @@ from components.model.capacity import (
     vfs_per_partition,
 )
 from components.model.config import StackConfig
+from components.model.observability import DCGM_COUNTERS
 from components.model.teams import AksPartition, OnPremPartition, Team
 from components.model.types import format_pkey, full_member_pkey
+from components.observability.dashboards import dashboards
+from components.observability.promql import Alert, Recording
+from components.observability.rules import rule_groups
 from components.operators import gpu_cluster
 
 if TYPE_CHECKING:
@@ -124,6 +129,38 @@ def _queue_lines(cfg: StackConfig) -> list[str]:
     return out
 
 
+def observability_lines(cfg: StackConfig) -> list[str]:
+    """What is monitored and alerted (``observability.enabled``)."""
+    o = cfg.observability
+    prom = o.prometheus
+    sel = ", ".join(f"{k}={v}" for k, v in sorted(prom.monitor_labels.items())) or "(any)"
+    out = [
+        f"Monitoring: plugs into the Prometheus stack in {prom.namespace!r} (monitors and rules labelled {sel}); "
+        "needs its prometheus-operator CRDs (else pulumi up stops before any monitor) and kube-state-metrics",
+        f"  dcgm-exporter: GPU Operator ServiceMonitor, pod attribution, {len(DCGM_COUNTERS)} DCGM fields "
+        "(ECC and retired pages on)",
+    ]
+    if cfg.queues.elastic:
+        out.append("  Kueue: ServiceMonitor over HTTPS with its own ServiceAccount token (ClusterQueue resources on)")
+    groups = list(rule_groups(cfg).values())
+    records = sorted({r.record for g in groups for r in g.rules if isinstance(r, Recording)})
+    alerts = [r for g in groups for r in g.rules if isinstance(r, Alert)]
+    out.append(
+        f"  {len(records)} recorded series, every {o.evaluation_interval}; dashboards: "
+        f"{', '.join(sorted(dashboards(cfg)))} (ConfigMaps in {o.dashboards_namespace!r})"
+    )
+    out += table(["alert", "for", "severity"], [[a.alert, a.for_, a.severity] for a in alerts])
+    out += table(
+        ["node group", "gpu kind", "GPU-equivalents", f"price/h ({o.prices.currency})"],
+        [
+            [k.node_group, k.resource, f"{k.weight:.4g}", "-" if k.price is None else f"{k.price:.4g}"]
+            for k in gpu_kinds(cfg)
+        ],
+    )
+    out.append("")
+    return out
+
+
 def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]], files: Mapping[str, str]) -> str:
     """The plan summary text."""
     out: list[str] = []
@@ -189,6 +226,8 @@ def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]
 
     if cfg.queues.elastic:
         out += _queue_lines(cfg)
+    if cfg.observability.enabled:
+        out += observability_lines(cfg)
     out.append("Resources per component")
     rows = [
         [comp, sum(c.values()), ", ".join(f"{k} {n}" for k, n in sorted(c.items()))]

@@ -183,7 +183,12 @@ def kueue_configuration(cfg: StackConfig) -> dict[str, Any]:
         "kind": "Configuration",
         "namespace": q.namespace,
         "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
+        # observability: ClusterQueue quota and usage per flavor and resource (borrowed and lent are
+        # computed from them, components/observability/rules.py); off in Kueue's defaults.
+        "metrics": {
+            "bindAddress": ":8443",
+            **({"enableClusterQueueResources": True} if cfg.observability.enabled else {}),
+        },
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "controller": {

@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from components.model.config import StackConfig
 from components.model.errors import Issue
-from components.rules import dra, fabric, hami, namespaces, platform, proofs, queues, sharing, tenancy
+from components.rules import (
+    dra,
+    fabric,
+    hami,
+    namespaces,
+    observability,
+    platform,
+    proofs,
+    queues,
+    sharing,
+    tenancy,
+)
 
 
 def check(cfg: StackConfig) -> list[Issue]:
@@ -27,10 +38,13 @@ def check(cfg: StackConfig) -> list[Issue]:
         namespaces.namespace_collisions,
         namespaces.proof_name_collisions,
         dra.dra_issues,
+        observability.check,
     ):
         issues.extend(rule(cfg))
     if not any(".mig." in i.path or i.path.endswith(".nodeGroup") for i in issues):
         # Capacity needs valid layouts and node groups; otherwise those issues are the news.
         issues.extend(i for i in tenancy.quota_issues(cfg) if not dra.replaced_by_dra(cfg, i))
-        issues.extend(queues.check(cfg))
+        if len({t.name for t in cfg.teams}) == len(cfg.teams):
+            # The elastic arithmetic finds a team by its name; a duplicate name is the news.
+            issues.extend(queues.check(cfg))
     return sorted(set(issues))

@@ -320,7 +320,19 @@ def test_elastic_off_plans_no_kueue_and_hard_quotas() -> None:
     after = {r.name: r for r in on.records}
     assert set(before) <= set(after)
     added = set(after) - set(before)
-    assert added and all(n.startswith("gpuaas-queues") for n in added)
+    # Kueue, and observability's scrape of it (components/observability/monitors.py)
+    assert added and all(n.startswith(("gpuaas-queues", "gpuaas-observability")) for n in added)
+    assert {n for n in added if n.startswith("gpuaas-observability")} == {
+        f"gpuaas-observability-{role}"
+        for role in (
+            "rules-queues",
+            "scraper",
+            "scraper-token",
+            "metrics-reader",
+            "metrics-reader-binding",
+            "kueue-monitor",
+        )
+    }
     changed = {
         n for n in before if json.dumps(before[n].inputs, sort_keys=True) != json.dumps(after[n].inputs, sort_keys=True)
     }
@@ -337,7 +349,9 @@ def test_elastic_off_plans_no_kueue_and_hard_quotas() -> None:
         for role in ("client", "server")
     }
     assert probes
-    assert changed == quota_names | verify_jobs | probes
+    # the alerts (queue starving, Kueue absent) and the dashboards' borrowing panels come with Kueue
+    observed = {f"gpuaas-observability-{r}" for r in ("rules-alerts", "dashboard-platform", "dashboard-team")}
+    assert changed == quota_names | verify_jobs | probes | observed
 
 
 # --------------------------------------------------------------------------------------------

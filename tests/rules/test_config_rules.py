@@ -73,6 +73,8 @@ INVALID: list[tuple[str, str, list[Edit], str, str]] = [
     ("bad-dns-team", "onprem", [_set("teams[0].name", "Vision_Team")], "gpuaas:teams[0].name", "DNS-1123"),
     ("bad-dns-node", "onprem", [_set("platform.nodes[0].name", "Node 1")], "gpuaas:platform.nodes[0].name", "DNS-1123"),
     ("dup-team", "onprem", [_set("teams[1].name", "vision")], "gpuaas:teams[1].name", "duplicate team 'vision'"),
+    # A duplicate of a team with a GPU quota, on a team without one (the elastic rules once raised KeyError).
+    ("dup-team-gpu", "onprem", [_set("teams[3].name", "vision")], "gpuaas:teams[3].name", "duplicate team 'vision'"),
     ("dup-namespace", "onprem", [_set("teams[2].namespace", "vision")], "gpuaas:teams[2].namespace", "already used"),
     ("reserved-ns", "onprem", [_set("teams[0].namespace", "kube-system")], "gpuaas:teams[0].namespace", "reserved"),
     (

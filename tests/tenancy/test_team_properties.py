@@ -317,11 +317,12 @@ def test_removing_a_team_removes_exactly_its_objects() -> None:
     before = {r.name: r for r in full.records}
     after = {r.name: r for r in less.records}
     removed = set(before) - set(after)
-    # its team objects and, with elastic quotas, its ClusterQueue and LocalQueue
-    assert removed == {n for n in before if n.startswith(("gpuaas-teams-language-", "gpuaas-queues-language-"))}
+    # its team objects and, with elastic quotas, its ClusterQueue and LocalQueue, and its PrometheusRule
+    own = ("gpuaas-teams-language-", "gpuaas-queues-language-", "gpuaas-observability-rules-team-language")
+    assert removed == {n for n in before if n.startswith(own)}
     assert not set(after) - set(before)
     for name, rec in after.items():
-        if name.startswith(("gpuaas-teams-", "gpuaas-admission-")):
+        if name.startswith(("gpuaas-teams-", "gpuaas-admission-", "gpuaas-observability-")):
             assert rec.inputs == before[name].inputs, name
 
 

@@ -1,0 +1,162 @@
+"""``gpuaas:observability``: the Prometheus stack gpuaas plugs into, idle and starvation alerts, showback prices.
+
+The section says *where* the monitoring objects go and *what* they may assume; the rules, monitors
+and dashboards built from it are :mod:`components.observability`'s, the GPU-equivalent weights and
+prices per node group :mod:`components.model.accounting`'s. One fact lives here because two areas
+read it: the DCGM counters dcgm-exporter collects (:data:`DCGM_COUNTERS`), which
+:mod:`components.operators.gpu_operator` renders into ``dcgmExporter.config`` and the alerts name.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Final
+
+from pydantic import AfterValidator, Field
+
+from components.model.base import Model
+from components.model.types import DnsLabel, LabelKey, LabelValue
+
+# --------------------------------------------------------------------------------------------
+# Durations (Prometheus' own grammar, restricted to one unit so that windows add up in seconds)
+
+_DURATION: Final = re.compile(r"^([1-9][0-9]*)(s|m|h|d)$")
+_UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> int:
+    """``"90m"`` → 5400. Raises ValueError for anything but ``<n>s|m|h|d``."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(
+            f"{text!r} is not a duration; allowed: a positive whole number and one unit of s, m, h, d (e.g. 30m, 1h)"
+        )
+    return int(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+
+
+def _duration(text: str) -> str:
+    duration_seconds(text)
+    return text
+
+
+Duration = Annotated[str, AfterValidator(_duration)]
+Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+# --------------------------------------------------------------------------------------------
+# What dcgm-exporter collects
+
+#: The counters list gpuaas gives dcgm-exporter (``dcgmExporter.config``, file ``dcgm-metrics.csv``):
+#: (DCGM field, Prometheus type, help). Every name is in dcgm-exporter 4.5.3-4.8.2's
+#: ``etc/default-counters.csv``; the ECC and retired-page counters are commented out there, and
+#: the alerts need them, so this list enables them. ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` is the
+#: utilization MIG instances report (``DCGM_FI_DEV_GPU_UTIL`` is not reported per MIG instance).
+DCGM_COUNTERS: Final[tuple[tuple[str, str, str], ...]] = (
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "Total number of single-bit persistent ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "Total number of double-bit persistent ECC errors."),
+    ("DCGM_FI_DEV_RETIRED_SBE", "counter", "Total number of retired pages due to single-bit errors."),
+    ("DCGM_FI_DEV_RETIRED_DBE", "counter", "Total number of retired pages due to double-bit errors."),
+    ("DCGM_FI_DEV_RETIRED_PENDING", "counter", "Total number of pages pending retirement."),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active."),
+    ("DCGM_FI_DRIVER_VERSION", "label", "Driver Version"),
+)
+
+
+def dcgm_counters_csv() -> str:
+    """The counters list in dcgm-exporter's CSV format (``# `` comments, ``field, type, help``)."""
+    lines = [
+        "# gpuaas: the DCGM fields dcgm-exporter collects (components/model/observability.py).",
+        "# DCGM FIELD, Prometheus metric type, help message",
+        *(f"{field}, {kind}, {text}" for field, kind, text in DCGM_COUNTERS),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# The section
+
+
+class PrometheusStack(Model):
+    """The Prometheus stack gpuaas plugs into (prometheus-operator, as kube-prometheus-stack installs it).
+
+    gpuaas installs no Prometheus. It needs the prometheus-operator CRDs (ServiceMonitor,
+    PrometheusRule) and kube-state-metrics (no label allowlist); without the CRDs ``pulumi up``
+    stops before any monitoring object is created. Defaults: kube-prometheus-stack's, released as
+    ``kube-prometheus-stack`` in ``monitoring`` (its Prometheus selects monitors and rules by the
+    ``release`` label unless ``*SelectorNilUsesHelmValues: false``).
+    """
+
+    namespace: DnsLabel = "monitoring"
+    #: Labels Prometheus' ``serviceMonitorSelector`` selects: put on every ServiceMonitor gpuaas creates.
+    monitor_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"release": "kube-prometheus-stack"})
+    #: Labels Prometheus' ``ruleSelector`` selects: put on every PrometheusRule gpuaas creates.
+    rule_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"release": "kube-prometheus-stack"})
+
+
+class IdleAlert(Model):
+    """A GPU allocated to a pod but idle: utilization under ``thresholdPercent`` for ``window``."""
+
+    threshold_percent: Annotated[float, Field(gt=0, lt=100, allow_inf_nan=False)] = 5.0
+    window: Duration = "1h"
+
+
+class Grafana(Model):
+    """Dashboards as ConfigMaps for the Grafana sidecar (kube-prometheus-stack ``grafana.sidecar.dashboards``)."""
+
+    #: Defaults to the Prometheus stack's namespace (the sidecar's default search namespace).
+    namespace: DnsLabel | None = None
+    #: The sidecar loads ConfigMaps carrying this label (``sidecar.dashboards.label``/``labelValue``).
+    label: LabelKey = "grafana_dashboard"
+    label_value: LabelValue = "1"
+
+
+class Prices(Model):
+    """Showback prices per GPU-hour; a kind without a price is shown without a cost.
+
+    A MIG profile without a price of its own costs its weight × its GPU model's price; a
+    time-sliced share costs its weight (1 / replicas) × the GPU model's price.
+    """
+
+    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
+    #: Price of one whole GPU for one hour, by ``gpuModel`` (the catalog's names, e.g. ``H100-80GB``).
+    gpu_models: dict[str, Price] = Field(default_factory=dict)
+    #: Price of one MIG instance for one hour, by profile (e.g. ``1g.10gb``).
+    mig_profiles: dict[str, Price] = Field(default_factory=dict)
+
+
+class Observability(Model):
+    """Monitoring, alerts, dashboards and showback of the GPUs, per team (``gpuaas:observability``).
+
+    Off (the default): no monitoring object is created and dcgm-exporter keeps the GPU
+    Operator's defaults.
+    """
+
+    enabled: bool = False
+    prometheus: PrometheusStack = PrometheusStack()
+    idle: IdleAlert = IdleAlert()
+    #: A team's queue has pending GPU work this long while its cohort has idle nominal quota.
+    starvation_window: Duration = "30m"
+    #: Evaluation interval of every rule group; GPU-hours are summed at this step.
+    evaluation_interval: Duration = "1m"
+    #: Labels added to every alert, for Alertmanager routing (each alert also carries ``team`` where it has one).
+    alert_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    #: GPU-equivalents of one MIG instance, by profile; defaults to compute slices / the GPU's slices.
+    mig_weights: dict[str, Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]] = Field(default_factory=dict)
+    prices: Prices = Prices()
+    grafana: Grafana = Grafana()
+
+    @property
+    def dashboards_namespace(self) -> str:
+        return self.grafana.namespace if self.grafana.namespace is not None else self.prometheus.namespace
