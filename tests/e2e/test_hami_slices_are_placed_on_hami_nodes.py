@@ -97,10 +97,8 @@ def fleet() -> Iterator[Fleet]:
         apply_plan(kube, run)
         # The GPU Operator's toolkit creates this RuntimeClass (gpu-operator values operator.runtimeClass);
         # HAMi's device plugin names it, and pods are refused without it.
-        kube.apply(
-            {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"},
-            manager="nvidia-gpu-operator",
-        )
+        runtime_class = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}}
+        kube.apply({**runtime_class, "handler": "nvidia"}, manager="nvidia-gpu-operator")
         values = run.named("gpuaas-hami-release").inputs["values"]
         rendered = helm_template.render(
             upstream_root() / "charts" / "hami-2.10.0", hami.RELEASE, hami.NAMESPACE, values, cp.version().lstrip("v")
@@ -125,7 +123,7 @@ def fleet() -> Iterator[Fleet]:
         for ns in (TEAM, "platform-qa"):
             kube.wait_for(
                 f"{ns} quota status",
-                lambda ns=ns: (kube.get("v1", "ResourceQuota", "gpuaas-team-quota", ns) or {}).get("status", {}).get("hard"),
+                lambda ns=ns: _quota_status(kube, ns),
                 timeout=90,
             )
         unscheduled = hami_pod("probe")
@@ -134,6 +132,10 @@ def fleet() -> Iterator[Fleet]:
         yield Fleet(cp, run)
     finally:
         cp.stop()
+
+
+def _quota_status(kube: Kube, ns: str) -> Any:
+    return (kube.get("v1", "ResourceQuota", "gpuaas-team-quota", ns) or {}).get("status", {}).get("hard")
 
 
 def _schedulable(kube: Kube, node: str) -> bool:
@@ -159,9 +161,11 @@ def test_hamis_device_plugin_daemonset_wants_the_hami_node_alone(fleet: Fleet) -
     kube = fleet.kube
     ds = kube.wait_for(
         "hami-device-plugin's desired pods",
-        lambda: (d := kube.get("apps/v1", "DaemonSet", "hami-device-plugin", hami.NAMESPACE))
-        and d.get("status", {}).get("desiredNumberScheduled") is not None
-        and d,
+        lambda: (
+            (d := kube.get("apps/v1", "DaemonSet", "hami-device-plugin", hami.NAMESPACE))
+            and d.get("status", {}).get("desiredNumberScheduled") is not None
+            and d
+        ),
         timeout=60,
     )
     assert ds["status"]["desiredNumberScheduled"] == 1, ds["status"]
@@ -192,7 +196,7 @@ def test_a_team_members_slices_are_placed_on_the_hami_node_by_hamis_scheduler_na
 def test_slices_beyond_what_the_node_has_stay_pending_with_the_schedulers_reason(fleet: Fleet) -> None:
     """platform-qa may hold 80 slices (its ceiling); the node has 80 and two-slices holds 2 of them."""
     kube = fleet.kube
-    kube.wait_for("two-slices bound", lambda: (kube.get("v1", "Pod", "two-slices", TEAM) or {}).get("spec", {}).get("nodeName"))
+    kube.wait_for("two-slices bound", lambda: (kube.get("v1", "Pod", "two-slices", TEAM) or {})["spec"].get("nodeName"))
     kube.create(hami_pod("all-slices", ns="platform-qa", slices=80, memory_mib=1024, cores=0), as_=QA_MEMBER)
 
     def failed() -> list[dict[str, Any]]:
