@@ -30,6 +30,7 @@ Manifest = dict[str, Any]
 _TYPED: dict[tuple[str, str], Any] = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("v1", "Secret"): k8s.core.v1.Secret,
     ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
     ("v1", "LimitRange"): k8s.core.v1.LimitRange,
     ("v1", "Service"): k8s.core.v1.Service,
@@ -92,6 +93,11 @@ def apply(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions |
         raise ValueError(f"{kind} {name!r} has no metadata.name: cluster objects are always named explicitly")
     fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
     cls = _TYPED.get((api, kind))
+    if cls is None and "/" not in api:
+        # The provider reads an untyped kind as a custom resource, group/version: a core kind
+        # registered that way fails only at `pulumi up` ("apiVersion does not have both a group
+        # and a version"), after everything before it was created.
+        raise ValueError(f"{kind} {name!r}: core kind {api}/{kind} has no typed class in components/k8s.py _TYPED")
     if cls is None and set(fields) - {"metadata", "spec"}:
         return _CustomObject(name, manifest, opts)
     if cls is None:

@@ -91,8 +91,9 @@ def standin_charts(dest: Path) -> Path:
     e.g. the GPU Operator's ``v1.0.0-devel``), and the chart's own ``crds/`` (Helm installs
     those before anything else)."""
     for s in standins():
-        chart_yaml = s.upstream / "Chart.yaml"
-        meta = yaml.safe_load(chart_yaml.read_text()) if chart_yaml.is_file() else {"name": s.chart}
+        # Kueue's folder holds no Chart.yaml: look before joining (a checked join refuses a file not there).
+        has_chart = (Path(str(s.upstream)) / "Chart.yaml").is_file()
+        meta = yaml.safe_load((s.upstream / "Chart.yaml").read_text()) if has_chart else {"name": s.chart}
         out = dest / s.chart
         (out / "crds").mkdir(parents=True, exist_ok=True)
         chart = {

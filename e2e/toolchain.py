@@ -36,6 +36,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from e2e import upstream as fixtures
+
 E2E = Path(__file__).resolve().parent
 
 
@@ -74,6 +76,10 @@ class ToolSet:
     generated: tuple[str, ...] = ()
     # Files outside the module that decide a target too (requirements.txt's SDK pin).
     key_files: tuple[Path, ...] = ()
+    # Called first (by the cache key, so before any go command): checks and links what the set
+    # builds from outside the repository (the upstream sources its replace directives name),
+    # fails with SystemExit naming what is missing, and returns bytes that join the cache key.
+    stage: Callable[[ToolSet], bytes] | None = None
     # The go.mod this set builds with, in module_dir: another than ``go.mod`` is passed as
     # ``-modfile`` (its go.sum is the same name with ``.sum``), so several sets share one
     # directory of sources (the control plane of each Kubernetes minor).
@@ -185,6 +191,68 @@ def _helm_stamp(v: dict[str, str]) -> list[str]:
     # What helm's Makefile stamps (LDFLAGS: internal/version's version and gitTreeState).
     base = f"{HELM}/internal/version"
     return [f"-X {base}.version={v[HELM]}", f"-X {base}.gitTreeState=clean"]
+
+
+# --------------------------------------------------------------------------------------------
+# The node's own code (Multus, ib-sriov-cni) from the upstream sources in ../shared/upstream/src
+
+#: The modules e2e/cni/go.mod replaces with folders of <upstream>/src: the module proxy refuses
+#: ib-sriov-cni at every version and the checksum database does not know rdma-cni v1.3.0.
+CNI_SOURCES = (
+    "multus-cni-v4.3.0",
+    "network-attachment-definition-client-v1.7.6",
+    "ib-sriov-cni-v1.3.0",
+    "rdma-cni-v1.3.0",
+)
+MULTUS = "gopkg.in/k8snetworkplumbingwg/multus-cni.v4"
+IB_SRIOV_CNI = "github.com/k8snetworkplumbingwg/ib-sriov-cni"
+
+
+def _stage_cni_sources(ts: ToolSet) -> bytes:
+    """Link ``e2e/cni/upstream`` to ``<upstream>/src`` once every file of the four source folders
+    matches its blob id in the folder's ``MANIFEST-charts-src.tsv`` (and no file is extra); the
+    rows checked are the key. The upstream folder is :mod:`e2e.upstream`'s (``$GPUAAS_UPSTREAM``).
+
+    The link, never a copy: go.mod's replace directives name ``./upstream/<folder>``.
+    """
+    up = fixtures.upstream_dir()
+    try:
+        ids = fixtures.blob_ids(up)
+    except fixtures.UpstreamError as e:
+        raise SystemExit(f"toolchain: {ts.name}: Multus and ib-sriov-cni are built from {up / 'src'}: {e}") from None
+    src = up / "src"
+    missing = [f"src/{d}" for d in CNI_SOURCES if not (src / d).is_dir()]
+    if missing:
+        raise SystemExit(
+            f"toolchain: {ts.name}: the upstream sources are expected in {src} ({', '.join(missing)} missing); "
+            f"set {fixtures.ENV} to the folder that holds them (default ../shared/upstream)"
+        )
+    rows = {p: b for p, b in ids.items() if p.startswith("src/") and p.split("/")[1] in CNI_SOURCES}
+    on_disk = {f"src/{p.relative_to(src)}" for d in CNI_SOURCES for p in (src / d).rglob("*") if p.is_file()}
+    changed = sorted(p for p in rows if p not in on_disk or fixtures.blob_id((up / p).read_bytes()) != rows[p])
+    extra = sorted(on_disk - rows.keys())
+    if changed or extra:
+        raise SystemExit(
+            f"toolchain: {ts.name}: {src} does not hold the sources its MANIFEST-charts-src.tsv names: "
+            f"missing or changed {changed[:5]}, not listed {extra[:5]}"
+        )
+    link = ts.module_dir / "upstream"
+    if link.exists() and not link.is_symlink():
+        raise SystemExit(f"toolchain: {link} must be a link to {src}, not a copy: remove it")
+    if not link.is_symlink() or os.readlink(link) != str(src):
+        tmp = link.with_name(".upstream.partial")
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(src, target_is_directory=True)
+        os.replace(tmp, link)
+    return "".join(f"{p}\t{rows[p]}\n" for p in sorted(rows)).encode()
+
+
+def _multus_stamp(v: dict[str, str]) -> list[str]:
+    return [f"-X {MULTUS}/pkg/multus.version={v[MULTUS]}"]
+
+
+def _ib_sriov_stamp(v: dict[str, str]) -> list[str]:
+    return [f"-X main.version={v[IB_SRIOV_CNI]}"]
 
 
 # The Kubernetes minors the e2e control plane is built for, each with its go.mod in
@@ -320,6 +388,24 @@ TOOLSETS: dict[str, ToolSet] = {
             Target("prometheus", f"{PROMETHEUS}/cmd/prometheus", _prometheus_stamp, tags=PROMETHEUS_TAGS),
         ),
     ),
+    # The node side of a pod's networks (e2e/cni): Multus' thin plugin and ib-sriov-cni from the
+    # shared upstream sources, our harness over Multus' own packages, and a stand-in delegate.
+    # ib-sriov-cni gets two files of testdata/overlay through overlay.json (a probe that runs its
+    # config handling without hardware; tests/e2e/test_ib_sriov_cni_sets_no_guid_it_was_not_given.py).
+    "cni": ToolSet(
+        name="cni",
+        module_dir=E2E / "cni",
+        version_of=MULTUS,
+        targets=(
+            Target("multus", f"{MULTUS}/cmd/multus", _multus_stamp),
+            Target("ib-sriov-cni", f"{IB_SRIOV_CNI}/cmd/ib-sriov-cni", _ib_sriov_stamp),
+            Target("cni-harness", "./cmd/cni-harness"),
+            Target("cni-standin", "./cmd/cni-standin"),
+        ),
+        # -overlay for the whole set: it only adds files to ib-sriov-cni's packages.
+        env={"GOFLAGS": f"{os.environ.get('GOFLAGS', '-mod=readonly')} -overlay=overlay.json"},
+        stage=_stage_cni_sources,
+    ),
 }
 
 
@@ -379,7 +465,10 @@ def _go_version() -> str:
 def cache_key(ts: ToolSet) -> str:
     """A hash of everything that decides the binaries: the set's go.mod and go.sum, our sources
     and build settings (targets, tags, links), Go itself."""
+    staged = ts.stage(ts) if ts.stage is not None else b""
     h = hashlib.sha256(_go_version().encode())
+    if staged:
+        h.update(staged)
     skip = {ts.module_dir / g for g in ts.generated}
     for f in sorted(ts.module_dir.rglob("*")):
         if f in skip or not f.is_file():
@@ -561,7 +650,13 @@ def e2e_sets() -> list[ToolSet]:
     ``$GPUAAS_E2E_KUBERNETES`` names one (else every minor's: the default ``make e2e`` runs both)."""
     chosen = os.environ.get(KUBERNETES_ENV)
     keep = {controlplane().name} if chosen else {f"controlplane-{m}" for m in KUBERNETES_MODFILES}
-    return [ts for name, ts in TOOLSETS.items() if not name.startswith("controlplane-") or name in keep]
+    sets = [ts for name, ts in TOOLSETS.items() if not name.startswith("controlplane-") or name in keep]
+    if fixtures.opted_out() and not fixtures.present():
+        # Sets built from the upstream folder's sources (cni): their tests skip under the opt-out.
+        staged = [ts.name for ts in sets if ts.stage is not None]
+        say(f"{fixtures.OPT_OUT}=1 and no {fixtures.upstream_dir()}: not building {', '.join(staged)}")
+        sets = [ts for ts in sets if ts.stage is None]
+    return sets
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,6 +17,16 @@ ALLOWED: Final = [
     '[{"name":"ib-vision"}]',
     '[{"name": "ib-vision", "namespace": "vision", "interface": "net1", "ips": ["10.0.0.1/24"]}]',
     '[{"name":"x","ips":["fd00::1/64"],"mac":"02:00:00:00:00:01","default-route":["10.0.0.1"]}]',
+    # Found by the differential fuzzing against Multus' own parser (tests/e2e/
+    # test_multus_attaches_only_what_admission_admits.py): each attaches only vision's NADs and
+    # was refused before.
+    "vision /ib-vision",  # Multus trims the namespace (strings.TrimSpace)
+    "\tvision\u2003/\u00a0ib-vision\u3000",  # ... of Unicode white space too, as CEL's trim() does
+    "/ib-vision",  # an empty namespace is the pod's
+    "ib-vision@\u00e9th0, ib-vision@a\\b",  # any interface name Multus takes, in the comma form
+    '[{"name":"ib-vision","namespace":""}]',  # an empty namespace is the pod's
+    '[{"name":"ib-vision","namespace":null}]',
+    '[{"name":"ib-vision","ips":["10.0.0.5/24", "::1/128"]}]',  # a string starting with a colon
 ]
 REFUSED: Final[list[tuple[str, set[str]]]] = [
     ("speech/ib-speech", {"text-namespace"}),
@@ -34,4 +44,13 @@ REFUSED: Final[list[tuple[str, set[str]]]] = [
     ('[{"name":"ib","portMappings":[]}]', {"allowed-keys"}),
     ('[{"name":"ib","names\\u0070ace":"speech"}]', {"alphabet"}),
     ('[{"name":"ib","nameſpace":"speech"}]', {"alphabet"}),
+    ("speech /ib-speech", {"text-namespace"}),
+    ("\u00a0speech\t/ib", {"text-namespace"}),
+    ("\x1cvision/ib", {"text-namespace"}),  # U+001C is not white space to Go (nor to CEL's trim)
+    ("\u200bvision/ib", {"text-namespace"}),  # nor is the zero-width space
+    ('[{"name":"ib","namespace":"","namespace":"speech"}]', {"json-namespace"}),  # the last one wins
+    ('[{"name":"ib","namespace":null,"namespace":"speech"}]', {"json-namespace"}),
+    ('[{"name":"ib","namespace":"nullx"}]', {"json-namespace"}),
+    ('[{"name":"ib","ips":["10.0.0.1", "::1"],"deviceID":"0000:af:06.1"}]', {"allowed-keys"}),
+    ('[{"name":"ib-vision","interface":"\u00e9"}]', {"alphabet"}),  # the JSON form stays ASCII
 ]

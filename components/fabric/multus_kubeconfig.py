@@ -22,6 +22,19 @@ the host file atomically when it differs. Multus reads the file on every invocat
 takes effect at the next CNI call. The thin entrypoint still writes its own at start; whichever
 wrote last, the token is valid.
 
+**Host network.** The refresher is ``hostNetwork``: the kubelet sets up no pod network for it, so
+its sandbox never waits on a CNI ADD — and every CNI ADD on the node goes through the Multus
+whose kubeconfig it writes. A refresher on the pod network could not start (nor roll out a fix)
+while that file is broken. It needs no network at all: it reads its projected token from disk.
+
+**The server address** is joined as Go's ``net.JoinHostPort`` joins it (what the thin
+entrypoint writes, multus-cni v4.3.0 ``cmd/thin_entrypoint/main.go``: ``KubeConfigHost``):
+brackets only around an IPv6 address. Go's ``net/url`` refuses an IPv4 address in brackets
+(``https://[10.96.0.1]:443``: "invalid IP-literal") since Go 1.24.8 / 1.25.2, so Multus' client
+could not be built from such a file and every pod's sandbox set-up would fail.
+(tests/e2e/test_multus_reads_the_api_with_the_refreshed_kubeconfig.py loads the file with
+Multus' own client code.)
+
 Rollout: a refresher pod that is replaced leaves, for the seconds until its successor writes, a
 token bound to a deleted pod; CNI calls in that window fail and the kubelet retries them.
 """
@@ -46,8 +59,9 @@ INTERVAL_SECONDS: Final = 60
 #: Where the host's CNI conf directory is mounted in the refresher.
 HOST_CONF_DIR: Final = "/host/cni/net.d"
 
-#: Renders the kubeconfig the thin entrypoint writes (same template: server ``https://[host]:port``,
-#: the service account's CA inline, its token), and replaces the host file when it differs.
+#: Renders the kubeconfig the thin entrypoint writes (same template: the server joined as
+#: ``net.JoinHostPort`` does, the service account's CA inline, its token), and replaces the host
+#: file when it differs.
 #: Environment: ``SA_DIR`` (default: the projected token's directory), ``KUBECONFIG_FILE``,
 #: ``INTERVAL_SECONDS``; ``ONCE=1`` runs one round (tests).
 SCRIPT: Final = r"""#!/bin/bash
@@ -57,9 +71,17 @@ OUT="${KUBECONFIG_FILE:?KUBECONFIG_FILE is required}"
 INTERVAL="${INTERVAL_SECONDS:-60}"
 render() {
   # printf, not a here-document: bash may back one with a file in /tmp, and the root is read-only.
-  local ca token
+  local ca token host port hostport
   ca="$(base64 -w0 < "$SA_DIR/ca.crt")"
   token="$(cat "$SA_DIR/token")"
+  host="${KUBERNETES_SERVICE_HOST:?}"
+  port="${KUBERNETES_SERVICE_PORT:?}"
+  # As Go's net.JoinHostPort: brackets only around a host with a colon (IPv6). Go's net/url
+  # refuses "[10.96.0.1]" (invalid IP-literal), and Multus could not reach the API server.
+  case "$host" in
+    *:*) hostport="[$host]:$port" ;;
+    *) hostport="$host:$port" ;;
+  esac
   printf '%s\n' \
     "# Kubeconfig file for Multus CNI plugin (kept fresh by gpuaas-multus-kubeconfig)." \
     "apiVersion: v1" \
@@ -67,7 +89,7 @@ render() {
     "clusters:" \
     "- name: local" \
     "  cluster:" \
-    "    server: ${KUBERNETES_SERVICE_PROTOCOL:-https}://[${KUBERNETES_SERVICE_HOST:?}]:${KUBERNETES_SERVICE_PORT:?}" \
+    "    server: ${KUBERNETES_SERVICE_PROTOCOL:-https}://${hostport}" \
     "    certificate-authority-data: ${ca}" \
     "users:" \
     "- name: multus" \
@@ -114,6 +136,8 @@ def daemonset(cfg: StackConfig, multus: Multus) -> Manifest:
         NAME,
         {
             "serviceAccountName": SERVICE_ACCOUNT,
+            # No CNI ADD for its sandbox: it must start while Multus' kubeconfig is broken.
+            "hostNetwork": True,
             "priorityClassName": "system-node-critical",
             "terminationGracePeriodSeconds": 5,
             "containers": [

@@ -6,20 +6,27 @@ enough: it keeps ``default`` (and ``globalNamespaces``) open, and a pod can put 
 (ib-sriov-cni reads ``guid`` there) or ``infiniband-guid`` in its network-selection element —
 with SM partitions keyed by GUID, a chosen GUID is a way into another team's partition
 (ib-kubernetes README, "predefined Guid in cni-args"). The annotation is a string and CEL has
-no JSON parser, so the checks are string checks made sound by first limiting the alphabet:
+no JSON parser, so the checks of the JSON form are string checks made sound by first limiting
+its alphabet; the comma form is split exactly as Multus splits it:
 
-1. printable ASCII, no backslash — so no JSON escape (``"n\\u0061mespace"``) and no non-ASCII
-   letter that Go's case-insensitive key matching folds to ASCII (``ſ`` → ``s``, ``K`` → ``k``);
+1. JSON form: printable ASCII, no backslash — so no JSON escape (``"n\\u0061mespace"``) and no
+   non-ASCII letter that Go's case-insensitive key matching folds to ASCII (``ſ`` → ``s``, ``K`` → ``k``);
 2. no ``cni-args`` / ``infiniband-guid`` key, any case (Go's encoding/json matches keys to struct
    fields case-insensitively);
-3. JSON form: every key is one of :data:`ALLOWED_KEYS`, spelled exactly;
-4. JSON form: every ``"namespace"`` value is the pod's own namespace;
-5. text form (``a, ns/b@if``): an item with ``/`` names the pod's own namespace;
+3. JSON form: every key is one of :data:`ALLOWED_KEYS`, spelled exactly (found by matching whole
+   JSON strings from the left, so a list like ``["10.0.0.1", "::1"]`` is not misread as a key);
+4. JSON form: every ``"namespace"`` value is the pod's own namespace, ``""`` or ``null`` (Multus
+   reads an empty namespace as the pod's);
+5. comma form (``a, ns/b@if``): an item with ``/`` names the pod's own namespace, or none, once
+   trimmed as Multus trims it (``strings.TrimSpace``, which CEL's ``trim()`` is): ``vision /x`` is
+   ``vision``'s. Any character may appear there: Multus matches names against an ASCII pattern;
 6. no ``v1.multus-cni.io/default-network`` annotation (a NAD as the pod's primary network).
 
 Multus treats the annotation as JSON when it contains any of ``[{"`` (multus-cni
 pkg/k8sclient ``parsePodNetworkAnnotation``); :data:`IS_JSON` mirrors that. :func:`networks_violations`
 is a Python mirror of the same expressions, built from the same regular expressions, for tests.
+Multus' own parser is the judge in tests/e2e/test_multus_attaches_only_what_admission_admits.py:
+thousands of generated annotations, each sent to the real API server and parsed by Multus' code.
 
 **Networks stay as admitted** (every platform): Multus reads the annotations whenever it sets up
 the pod's sandbox (multus-cni v4.3.0 ``pkg/multus/multus.go``), which happens again after a node

@@ -25,10 +25,29 @@ ALLOWED_KEYS: Final = ("name", "namespace", "interface", "ips", "mac", "default-
 RE_ALPHABET: Final = r"^[\t\n\r\x20-\x5b\x5d-\x7e]*$"
 RE_IS_JSON: Final = r"[\[{\"]"
 RE_FORBIDDEN_KEY: Final = r'(?i)"(cni-args|infiniband-guid)"\s*:'
-RE_KEY: Final = r'"[^"]*"\s*:'
+#: One JSON string and, where it is a key, its colon. Whole strings found from the left stay in
+#: step with JSON's quote pairs (no backslash: every ``"`` opens or closes one); a pattern for keys
+#: alone also matched across two strings of a list (``", ":`` in ``["10.0.0.1", "::1"]``).
+RE_STRING_TOKEN: Final = r'"[^"]*"\s*:?'
 RE_ALLOWED_KEY: Final = r'^"(' + "|".join(re.escape(k) for k in ALLOWED_KEYS) + r')"\s*:$'
 RE_NAMESPACE_KEY: Final = r'"namespace"\s*:'
-RE_NAMESPACE_VALUE_PREFIX: Final = r'"namespace"\s*:\s*"'
+#: A ``namespace`` member Multus reads as the pod's own: its name, ``""`` or ``null`` (Multus sets
+#: an empty namespace to the pod's). The namespace goes between the two parts (a DNS label: no
+#: regex syntax in it).
+RE_OWN_NAMESPACE_VALUE: Final = (r'"namespace"\s*:\s*("(', r')?"|null)')
+
+
+def own_namespace_value(namespace: str) -> str:
+    """:data:`RE_OWN_NAMESPACE_VALUE` for ``namespace``."""
+    return RE_OWN_NAMESPACE_VALUE[0] + namespace + RE_OWN_NAMESPACE_VALUE[1]
+
+
+#: Go's unicode.IsSpace: what Multus' strings.TrimSpace and CEL's ``trim()`` (cel-go
+#: ext/strings.go, strings.TrimSpace) remove. Python's str.strip() also removes U+001C-U+001F.
+GO_SPACE: Final = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 def _raw(regex: str) -> str:
@@ -48,8 +67,8 @@ IS_JSON: Final = f"variables.networks.matches({_raw(RE_IS_JSON)})"
 NETWORK_CHECKS: Final[tuple[tuple[str, str, str], ...]] = (
     (
         "alphabet",
-        f"variables.networks.matches({_raw(RE_ALPHABET)})",
-        f"{NETWORKS_ANNOTATION} must be printable ASCII without backslash escapes",
+        f"!variables.isJson || variables.networks.matches({_raw(RE_ALPHABET)})",
+        f"{NETWORKS_ANNOTATION} in JSON form must be printable ASCII without backslash escapes",
     ),
     (
         "no-cni-args",
@@ -59,19 +78,21 @@ NETWORK_CHECKS: Final[tuple[tuple[str, str, str], ...]] = (
     ),
     (
         "allowed-keys",
-        f"!variables.isJson || variables.networks.findAll({_raw(RE_KEY)}).all(k, k.matches({_raw(RE_ALLOWED_KEY)}))",
+        f"!variables.isJson || variables.networks.findAll({_raw(RE_STRING_TOKEN)})"
+        f".all(t, !t.endsWith(':') || t.matches({_raw(RE_ALLOWED_KEY)}))",
         f"{NETWORKS_ANNOTATION} may use only the keys {', '.join(ALLOWED_KEYS)}",
     ),
     (
         "json-namespace",
         f"!variables.isJson || variables.networks.findAll({_raw(RE_NAMESPACE_KEY)}).size() == "
-        f"variables.networks.findAll({_raw(RE_NAMESPACE_VALUE_PREFIX)} + request.namespace + '\"').size()",
+        f"variables.networks.findAll({_raw(RE_OWN_NAMESPACE_VALUE[0])} + request.namespace + "
+        f"{_raw(RE_OWN_NAMESPACE_VALUE[1])}).size()",
         f"{NETWORKS_ANNOTATION} may reference NetworkAttachmentDefinitions of the pod's own namespace only",
     ),
     (
         "text-namespace",
         "variables.isJson || variables.networks.split(',')"
-        ".all(item, !item.contains('/') || item.trim().startsWith(request.namespace + '/'))",
+        ".all(item, !item.contains('/') || item.split('/')[0].trim() in ['', request.namespace])",
         f"{NETWORKS_ANNOTATION} may reference NetworkAttachmentDefinitions of the pod's own namespace only",
     ),
     (
@@ -82,20 +103,26 @@ NETWORK_CHECKS: Final[tuple[tuple[str, str, str], ...]] = (
 )
 
 
+def go_trim(s: str) -> str:
+    """Go's strings.TrimSpace (and CEL's ``trim()``)."""
+    return s.strip(GO_SPACE)
+
+
 def networks_violations(annotations: dict[str, str], namespace: str) -> list[str]:
     """Python mirror of :data:`NETWORK_CHECKS`: the names of the checks a pod would fail."""
     networks = annotations.get(NETWORKS_ANNOTATION, "")
     is_json = re.search(RE_IS_JSON, networks) is not None
+    tokens = re.findall(RE_STRING_TOKEN, networks, re.ASCII)
     ok = {
-        "alphabet": re.search(RE_ALPHABET, networks) is not None,
+        "alphabet": not is_json or re.search(RE_ALPHABET, networks) is not None,
         "no-cni-args": re.search(RE_FORBIDDEN_KEY, networks, re.ASCII) is None,
         "allowed-keys": not is_json
-        or all(re.search(RE_ALLOWED_KEY, k, re.ASCII) for k in re.findall(RE_KEY, networks, re.ASCII)),
+        or all(not t.endswith(":") or re.search(RE_ALLOWED_KEY, t, re.ASCII) for t in tokens),
         "json-namespace": not is_json
         or len(re.findall(RE_NAMESPACE_KEY, networks, re.ASCII))
-        == len(re.findall(RE_NAMESPACE_VALUE_PREFIX + namespace + '"', networks, re.ASCII)),
+        == len(re.findall(own_namespace_value(namespace), networks, re.ASCII)),
         "text-namespace": is_json
-        or all("/" not in item or item.strip().startswith(namespace + "/") for item in networks.split(",")),
+        or all("/" not in item or go_trim(item.split("/")[0]) in ("", namespace) for item in networks.split(",")),
         "no-default-network": DEFAULT_NETWORK_ANNOTATION not in annotations,
     }
     return [name for name, _expr, _msg in NETWORK_CHECKS if not ok[name]]

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from components.plan.offline import Run
+from e2e import cni
 from e2e.controlplane import ControlPlane
 from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import Applied, apply_plan
@@ -54,6 +55,18 @@ def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
         yield cp
     finally:
         cp.stop()
+
+
+@pytest.fixture(scope="session")
+def cni_tools() -> Path:
+    """The node-side programs (e2e/cni): Multus' thin plugin and ib-sriov-cni from
+    ../shared/upstream/src, the harness, the stand-in delegate. A missing upstream folder fails the
+    test, naming it (a skip only under GPUAAS_WITHOUT_UPSTREAM=1, which the run's last line reports)."""
+    run_guards.need_upstream("src")
+    try:
+        return cni.bin_dir()
+    except SystemExit as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 def need_upstream() -> None:

@@ -16,6 +16,7 @@ import dataclasses
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,10 +30,18 @@ from components.guards import mig
 from components.k8s import SKIP_AWAIT
 from components.plan.offline import run_program
 from components.plan.writer import HELM_RELEASE
+from e2e import upstream
 from e2e.controlplane import ControlPlane
 from e2e.engine import NetworkOperatorStandIn, Stack, repo_stack_config
 from e2e.kube import Kube
-from e2e.plan_apply import node_objects, planned_objects, stored_differences
+from e2e.plan_apply import (
+    crd_index,
+    install_crds,
+    node_objects,
+    planned_objects,
+    stack_namespaces,
+    stored_differences,
+)
 from tests.conftest import offline_run
 from tests.e2e.conftest import _say, need_upstream, start_plane
 
@@ -66,6 +75,12 @@ def deployed(pytestconfig: pytest.Config) -> Iterator[Deployed]:
         # No kubelet registers the nodes the stack labels: create them as a kubelet would.
         for node in node_objects(offline_run("onprem")):
             cp.kube.create(node)
+        # The Prometheus stack gpuaas plugs into (observability) brings its CRDs and namespaces;
+        # without them the program refuses before any monitor (components/observability).
+        prometheus = crd_index([upstream.root() / "prometheus-operator-v0.93.0" / "crds"])
+        install_crds(cp.kube, prometheus.values())
+        for ns in stack_namespaces(planned_objects(offline_run("onprem"))):
+            cp.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         stack = Stack(kubeconfig)
         _say(pytestconfig, f"e2e: engine: {stack.version()} (pulumi-resource-kubernetes from {stack.bins[1]})")
         stack.init()
@@ -145,6 +160,8 @@ def test_up_from_empty_matches_the_offline_plan(deployed: Deployed) -> None:
         typ = r["type"]
         if not typ.startswith("kubernetes:") or typ.startswith("pulumi:providers") or typ == HELM_RELEASE:
             continue
+        if r.get("external"):
+            continue  # a read (`.get`: the observability CRDs the Prometheus stack brings), not created
         out = r.get("outputs") or {}
         meta = out.get("metadata") or {}
         created.add((out.get("kind"), meta.get("namespace"), meta.get("name")))
@@ -208,7 +225,11 @@ def test_adding_a_team_previews_creates_of_that_team_only(deployed: Deployed) ->
     assert created and all("robotics" in name for _, name in created)
     # Nothing else changes: no update, replace or delete of another team's (or anything's)
     # object. Inherent: the MIG guard's StackReference to the stack itself is read on every run.
-    assert {op: {urn_name(u) for u in urns} for op, urns in ops.items()} == {"read": {"gpuaas-last-run"}}, ops
+    reads = {
+        "gpuaas-last-run",
+        *(f"gpuaas-observability-needs-{c}-crd" for c in ("prometheusrules", "servicemonitors")),
+    }
+    assert {op: {urn_name(u) for u in urns} for op, urns in ops.items()} == {"read": reads}, ops
 
 
 def test_removing_a_protected_team_fails_and_the_retire_path_works(deployed: Deployed) -> None:
@@ -373,7 +394,14 @@ def test_refresh_keeps_another_managers_label(deployed: Deployed) -> None:
     # manager's label (pulumi counts that as "1 updated"); nothing else, and no input changes,
     # so the next preview proposes nothing (server-side apply: the label is not our field).
     refreshed = deployed.stack.pulumi("refresh", "--yes")
-    assert "1 updated" in refreshed.out and "gpuaas-teams-vision-namespace" in refreshed.out, refreshed.out[-3000:]
+    # Reads are re-read too: the last-run StackReference and the observability CRD reads
+    # (`.get`, which a refresh reports as updated with the fields it fetched).
+    updated = set(re.findall(r"^ +~ +\S+ (\S+) updated", refreshed.out, re.M))
+    reads = {
+        "gpuaas-last-run",
+        *(f"gpuaas-observability-needs-{c}-crd" for c in ("prometheusrules", "servicemonitors")),
+    }
+    assert updated <= {"gpuaas-teams-vision-namespace", *reads}, refreshed.out[-3000:]
     deployed.stack.preview("--expect-no-changes")
     deployed.stack.up()
     stored = kube.get("v1", "Namespace", ns)

@@ -346,13 +346,14 @@ def test_cel_text_has_every_check() -> None:
     for regex in (
         network_admission.RE_ALPHABET,
         network_admission.RE_FORBIDDEN_KEY,
-        network_admission.RE_KEY,
+        network_admission.RE_STRING_TOKEN,
         network_admission.RE_ALLOWED_KEY,
         network_admission.RE_NAMESPACE_KEY,
-        network_admission.RE_NAMESPACE_VALUE_PREFIX,
+        *network_admission.RE_OWN_NAMESPACE_VALUE,
     ):
         assert f"r'{regex}'" in joined
-    assert "request.namespace + '/'" in joined and "request.namespace + '\"'" in joined
+    assert "trim() in ['', request.namespace]" in joined
+    assert f"r'{network_admission.RE_OWN_NAMESPACE_VALUE[0]}' + request.namespace + " in joined
     assert network_admission.DEFAULT_NETWORK_ANNOTATION in joined
     assert "cni-args" in network_admission.RE_FORBIDDEN_KEY and "infiniband-guid" in network_admission.RE_FORBIDDEN_KEY
     assert {v["name"] for v in spec["variables"]} == {"networks", "isJson"}
