@@ -74,7 +74,8 @@ def gpu_kinds(cfg: StackConfig) -> list[GpuKind]:
                 out.append(GpuKind(group, name, model, "mig", profile, weight, _price(cfg, model, profile, weight)))
         elif sharing.hami is not None:
             weight = 1.0 / sharing.hami.split_count
-            out.append(GpuKind(group, resources.HAMI_GPU, model, "hami", None, weight, _price(cfg, model, None, weight)))
+            price = _price(cfg, model, None, weight)
+            out.append(GpuKind(group, resources.HAMI_GPU, model, "hami", None, weight, price))
         elif sharing.time_slicing is not None:
             weight = 1.0 / sharing.time_slicing.replicas
             out.append(
