@@ -22,11 +22,12 @@ from components.guards import fabric as fabric_guard
 from components.guards import gate, mig, resource_model
 from components.guards import kubernetes_version as version_guard
 from components.k8s import NetworkArgs
-from components.model import dra, kubernetes
+from components.model import dra, hami, kubernetes
 from components.model.config import StackConfig
 from components.observability.component import Observability
 from components.operators import rdma_shared_device_plugin
 from components.operators.gpu_operator import GpuOperator
+from components.operators.hami import Hami
 from components.operators.network_operator import NetworkOperator
 from components.operators.nic_cluster_policy import NicClusterPolicy
 from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePlugin
@@ -95,6 +96,11 @@ class Platform(pulumi.ComponentResource):
         if cfg.onprem is not None:
             nodes = OnPremNodes(f"{name}-nodes", cfg, cluster_opts, depends_on=gpu_operator.configs, gate=mig_gate)
             self._labelled.extend(nodes.patches.values())
+        #    HAMi (node groups with hami), after the GPU Operator (its toolkit and RuntimeClass) and
+        #    the labels that turn the Operator's device plugin off on HAMi nodes: two device
+        #    plugins never advertise one node's GPUs.
+        if hami.uses_hami(cfg):
+            Hami(f"{name}-hami", cfg, cluster_opts, depends_on=[gpu_operator.release, *self._labelled])
         # 8. SR-IOV host side and OpenSM partitions (on-prem), after the policy's NIC driver: VFs get
         #    their GUIDs, and the SM the member lists, before team NADs hand those VFs to pods.
         #    A change that moves VFs under running pods waits on the day-2 guard (components/guards/fabric.py).

@@ -420,6 +420,25 @@ class ControlPlane:
         url = f"https://127.0.0.1:{self.scheduler_port}/healthz"
         self._wait("kube-scheduler /healthz", lambda: _healthz(url), timeout, proc)
 
+    def start_named_scheduler(self, name: str, config: Path, timeout: float = 120.0) -> Proc:
+        """Another kube-scheduler (process ``name``) with its own KubeSchedulerConfiguration ``config``.
+
+        The configuration names the kubeconfig it signs in with (``clientConnection.kubeconfig``:
+        with ``--config`` kube-scheduler ignores ``--kubeconfig``), e.g. a ServiceAccount's token,
+        and its profiles; it serves ``/healthz`` on a free loopback port of its own.
+        """
+        port = free_port()
+        certs = self.workdir / f"{name}-certs"
+        certs.mkdir(exist_ok=True)
+        proc = self._spawn(
+            name,
+            [f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={certs}", "--v=1"],
+            exe=self.bin_dir / "kube-scheduler",
+        )
+        url = f"https://127.0.0.1:{port}/healthz"
+        self._wait(f"{name} /healthz", lambda: _healthz(url), timeout, proc)
+        return proc
+
     def start_kwok(self, timeout: float = 120.0) -> None:
         """Start KWOK for the nodes annotated ``kwok.x-k8s.io/node: fake`` and wait for ``/healthz``.
 

@@ -27,13 +27,14 @@ def missing_value_paths(values: Mapping[str, Any], chart_values: Mapping[str, An
     """Dotted paths of ``values`` that the chart's ``values.yaml`` does not have.
 
     A path may go below a key whose chart default is an empty map (``nodeSelector: {}``,
-    ``config.data: {}``): those are free-form. A mapping where the chart has a scalar is missing.
+    ``config.data: {}``) or null (``matchLabels:`` with only a commented example): those are
+    free-form. A mapping where the chart has a scalar is missing.
     """
     missing: list[str] = []
     for path in value_paths(values):
         node: Any = chart_values
         for i, key in enumerate(path):
-            if isinstance(node, Mapping) and not node and i > 0:
+            if (node is None or (isinstance(node, Mapping) and not node)) and i > 0:
                 break  # free-form map in the chart
             if not isinstance(node, Mapping) or key not in node:
                 missing.append(".".join(path))

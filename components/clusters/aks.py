@@ -22,6 +22,7 @@ import pulumi_kubernetes as k8s
 
 from components.clusters.onprem_nodes import pool_labels
 from components.guards.gate import gated
+from components.model import hami
 from components.model.capacity import group_capacity
 from components.model.catalog import ND_SKUS
 from components.model.config import StackConfig
@@ -72,12 +73,13 @@ NODE_TEMPLATE_RESOURCES_TAG: Final = "k8s.io_cluster-autoscaler_node-template_re
 def node_resources(cfg: StackConfig, pool: GpuPool) -> dict[str, int]:
     """Extended resources one node of ``pool`` offers once its operators run, by name.
 
-    GPUs as the pool's sharing makes them (whole, MIG instances or time-sliced shares; the same
+    GPUs as the pool's sharing makes them (whole, MIG instances, time-sliced shares or HAMi slices; the same
     arithmetic as the quota check, :func:`components.model.capacity.group_capacity`, per node), and the
     RDMA shared device's ``rdmaHcaMax`` slots when the plugin runs.
     """
     per_pool = group_capacity(cfg, pool.name, pool, pool.gpu_model)
-    out = {name: n // pool.max_count for name, n in per_pool.items()}
+    # HAMi's memory and cores are booked by its scheduler extender, never advertised by a node.
+    out = {name: n // pool.max_count for name, n in per_pool.items() if name not in hami.PER_SLICE}
     if cfg.network.rdma_shared_device_plugin != "none":
         prefix, name = cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name
         out[f"{prefix}/{name}"] = cfg.network.rdma_hca_max

@@ -30,12 +30,28 @@ OWNED_LABELS: Final = resources.OWNED_NODE_LABELS
 
 
 def group_labels(group: str, sharing: GpuSharing) -> dict[str, str]:
-    """The labels of every node of one node group or GPU pool."""
-    return {
+    """The labels of every node of one node group or GPU pool.
+
+    A HAMi group's nodes also say so (``gpuaas.io/hami`` and HAMi's own ``gpu=on``, what HAMi's device
+    plugin selects) and turn
+    the GPU Operator's device plugin and MIG Manager off (``nvidia.com/gpu.deploy.*=false``, which
+    the Operator keeps): HAMi's device plugin advertises those GPUs instead, and MIG stays off
+    (HAMi's FAQ: turn the Operator's device plugin off on HAMi nodes).
+    """
+    labels = {
         resources.MIG_CONFIG_LABEL: layout_name(sharing),
         DEVICE_PLUGIN_CONFIG_LABEL: device_plugin_config_name(group),
         resources.NODE_GROUP_LABEL: group,
     }
+    if sharing.hami is not None and sharing.hami.driver == "devicePlugin":
+        labels.update(
+            {
+                **resources.HAMI_NODE_LABELS,
+                resources.GPU_DEPLOY_DEVICE_PLUGIN_LABEL: "false",
+                resources.GPU_DEPLOY_MIG_MANAGER_LABEL: "false",
+            }
+        )
+    return labels
 
 
 def node_labels(cfg: StackConfig) -> dict[str, dict[str, str]]:

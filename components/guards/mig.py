@@ -13,6 +13,11 @@ GPU pods are evicted mid-run. So a layout edit in stack config must say it means
 * a group that still says ``reconfigure: true`` although its layout did not change gets a warning,
   because the flag would let the next, unreviewed, change through.
 
+A group (or node) that goes from a MIG layout straight to HAMi stops the run whatever it
+acknowledges: a HAMi node turns MIG Manager off (``nvidia.com/gpu.deploy.mig-manager=false``), so
+no one would ever take its GPUs out of MIG mode, and HAMi's device plugin does not share MIG GPUs
+(HAMi #2564). The way is two runs: ``mig: {layout: all-disabled, reconfigure: true}``, then ``hami``.
+
 New groups and the first run of a stack have nothing to compare with and pass. :func:`check` is
 pure; :func:`enforce` and :func:`gated` are the shell that puts it in front of the node labels.
 """
@@ -90,7 +95,9 @@ def check(
         key = f"gpuaas:{where}.mig"
         now = layout_name(sharing)
         was = before.get(name)
-        if was is not None and not same_layout(was, sharing, model):
+        if was is not None and _to_hami(was, sharing, model):
+            issues.append(Issue(f"gpuaas:{where}.hami", _hami_first_disable_mig(cfg, name, was, key)))
+        elif was is not None and not same_layout(was, sharing, model):
             if not _acknowledged(sharing):
                 issues.append(
                     Issue(
@@ -109,7 +116,18 @@ def check(
     if onprem is not None:
         index = {g.name: i for i, g in enumerate(onprem.node_groups)}
         for i, node, group, was in moved:
-            if _acknowledged(onprem.groups_by_name[group]):
+            target = onprem.groups_by_name[group]
+            if _to_hami(was, target, target.gpu_model):
+                issues.append(
+                    Issue(
+                        f"gpuaas:platform.nodes[{i}].nodeGroup",
+                        f"moves {node} from MIG layout {was!r} into HAMi group {group}: HAMi turns MIG Manager off, so "
+                        "its GPUs would stay in MIG mode. First move it to a group with mig.layout all-disabled "
+                        "(reconfigure: true) for one run, then into the HAMi group",
+                    )
+                )
+                continue
+            if _acknowledged(target):
                 continue
             now = layout_name(onprem.groups_by_name[group])
             issues.append(
@@ -172,6 +190,20 @@ def same_layout(was: str, sharing: GpuSharing, model: str) -> bool:
 def _dotted(counts: Mapping[str, int]) -> dict[str, int]:
     """Profile counts with ``+`` written ``.`` (how layout names spell ``1g.10gb+me``)."""
     return {p.replace("+", "."): n for p, n in counts.items() if n}
+
+
+def _to_hami(was: str, sharing: GpuSharing, model: str) -> bool:
+    """A HAMi group whose GPUs the last run left in a MIG layout."""
+    return sharing.hami is not None and not same_layout(was, GpuSharing(), model)
+
+
+def _hami_first_disable_mig(cfg: StackConfig, group: str, was: str, key: str) -> str:
+    return (
+        f"turns {group} from MIG layout {was!r} straight to HAMi: HAMi turns MIG Manager off on its nodes "
+        "(nvidia.com/gpu.deploy.mig-manager=false), so their GPUs would stay in MIG mode, which HAMi's device "
+        f"plugin does not share. Two runs: first remove hami and set {key}.layout: all-disabled with "
+        f"{key}.reconfigure: true, and run it. {_how_to_drain(cfg, group)} first. Then add hami"
+    )
 
 
 def _acknowledged(sharing: GpuSharing) -> bool:

@@ -2,7 +2,9 @@
 
 A whole GPU is 1 GPU-equivalent. A MIG instance is its compute slices over the GPU's
 (``1g.10gb`` on an H100: 1/7) unless ``observability.migWeights`` says otherwise; a time-sliced
-share is 1 / the group's replicas (two shares of a GPU with ``replicas: 2`` are the GPU). The
+share is 1 / the group's replicas (two shares of a GPU with ``replicas: 2`` are the GPU), and a
+HAMi slice 1 / the group's ``splitCount`` (what a slice is at most by count: its memory and SM
+share are the pod's choice, so this is the floor a team is charged per slice). The
 recording rules (:mod:`components.observability.rules`), the showback command and the config
 rules all read :func:`gpu_kinds`, so a slice is weighted and priced one way everywhere.
 """
@@ -17,7 +19,7 @@ from components.model.capacity import mig_counts, sharing_groups
 from components.model.catalog import GPU_MODELS
 from components.model.config import StackConfig
 
-Sharing = Literal["whole", "mig", "time-slicing"]
+Sharing = Literal["whole", "mig", "time-slicing", "hami"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,10 @@ def gpu_kinds(cfg: StackConfig) -> list[GpuKind]:
                 weight = mig_weight(cfg, model, profile)
                 name = resources.GPU if cfg.gpu_operator.mig_strategy == "single" else resources.mig_resource(profile)
                 out.append(GpuKind(group, name, model, "mig", profile, weight, _price(cfg, model, profile, weight)))
+        elif sharing.hami is not None:
+            weight = 1.0 / sharing.hami.split_count
+            price = _price(cfg, model, None, weight)
+            out.append(GpuKind(group, resources.HAMI_GPU, model, "hami", None, weight, price))
         elif sharing.time_slicing is not None:
             weight = 1.0 / sharing.time_slicing.replicas
             out.append(

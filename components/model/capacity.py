@@ -19,8 +19,8 @@ from components.model.memo import per_config_copied
 from components.model.mig import parse_layout
 from components.model.platform import OnPremPlatform
 from components.model.sharing import GpuSharing
-from components.model.teams import AksPartition, OnPremPartition
-from components.model.types import format_pkey
+from components.model.teams import AksPartition, HamiQuota, OnPremPartition
+from components.model.types import format_pkey, mebibytes
 
 #: The device-plugin config of nodes without an ``nvidia.com/device-plugin.config`` label; the
 #: other keys are node-group names (:func:`components.model.capacity.device_plugin_config_name`).
@@ -88,12 +88,47 @@ def gpus_per_node(cfg: StackConfig, group: str) -> int:
     return sku.gpus if sku else 0
 
 
+#: MiB in a GiB: the catalog states GPU memory in GiB, HAMi counts it in MiB.
+MIB_PER_GIB = 1024
+
+
+def mib(text: str) -> int:
+    """A parsed memory quantity in whole MiB (the model checked it: :data:`components.model.types.MemoryMiB`)."""
+    return mebibytes(text)
+
+
+def hami_gpu_memory_mib(model: str, scaling: float) -> int:
+    """The memory HAMi hands out per GPU of ``model``, in MiB: the catalog's size times ``memoryScaling``.
+
+    The catalog's size is the marketing one (80 GiB for an H100-80GB); NVML reports a little less
+    (81559 MiB), and HAMi registers what NVML reports, so a quota up to this bound fits on paper and
+    one card's worth less in the last few hundred MiB of a fully booked node.
+    """
+    gpu = GPU_MODELS.get(model)
+    return int(gpu.memory_gb * MIB_PER_GIB * scaling) if gpu is not None else 0
+
+
+def hami_quota_requests(q: HamiQuota) -> dict[str, int]:
+    """A team's HAMi quota by resource (slices, MiB, percent), zeros left out. Assumes the rules passed."""
+    out = {resources.HAMI_GPU: q.gpus, resources.HAMI_MEMORY: mib(q.memory), resources.HAMI_CORES: q.cores}
+    return {k: v for k, v in out.items() if v}
+
+
 def group_capacity(cfg: StackConfig, group: str, sharing: GpuSharing, model: str) -> dict[str, int]:
-    """Extended resources one node group adds to the fleet, by resource name."""
+    """Extended resources one node group adds to the fleet, by resource name.
+
+    A HAMi group offers slices (``splitCount`` per GPU), their memory (MiB, see
+    :func:`hami_gpu_memory_mib`) and SM share (100 per GPU). Only the slices are advertised on the
+    node; memory and cores are what HAMi's scheduler extender books per GPU.
+    """
     gpus = node_counts(cfg).get(group, 0) * gpus_per_node(cfg, group)
     out: dict[str, int] = defaultdict(int)
     counts = mig_counts(sharing, model) if model in GPU_MODELS else {}
-    if counts:
+    if sharing.hami is not None and not counts:
+        out[resources.HAMI_GPU] += gpus * sharing.hami.split_count
+        out[resources.HAMI_MEMORY] += gpus * hami_gpu_memory_mib(model, sharing.hami.memory_scaling)
+        out[resources.HAMI_CORES] += gpus * 100
+    elif counts:
         for profile, n in counts.items():
             name = resources.GPU if cfg.gpu_operator.mig_strategy == "single" else resources.mig_resource(profile)
             out[name] += gpus * n
@@ -151,6 +186,7 @@ def team_requests(cfg: StackConfig, i: int) -> dict[str, int]:
     for profile, n in q.mig.items():
         if n:
             out[resources.mig_resource(profile)] = n
+    out.update(hami_quota_requests(q.hami))
     if q.rdma:
         if isinstance(t.partition, OnPremPartition):
             out[resources.sriov_resource(t.partition.pkey)] = q.rdma

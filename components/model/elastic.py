@@ -35,7 +35,7 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Final
 
 from components.model import grammar, resources
-from components.model.capacity import group_capacity, sharing_groups, team_requests
+from components.model.capacity import group_capacity, mib, sharing_groups, team_requests
 from components.model.config import StackConfig
 from components.model.memo import per_config, per_config_copied
 from components.model.queues import QueueAmounts
@@ -94,8 +94,12 @@ class Line:
 
 
 def gpu_kind(resource: str) -> bool:
-    """Whole GPUs, time-sliced shares and MIG instances: what the groups' flavors carry."""
-    return resource in (resources.GPU, resources.GPU_SHARED) or resource.startswith("nvidia.com/mig-")
+    """Whole GPUs, time-sliced shares, MIG instances and HAMi slices: what the groups' flavors carry."""
+    return (
+        resource in (resources.GPU, resources.GPU_SHARED)
+        or resource.startswith("nvidia.com/mig-")
+        or resource in resources.HAMI_RESOURCES
+    )
 
 
 @per_config_copied(lambda caps: {flavor: dict(kinds) for flavor, kinds in caps.items()})
@@ -176,6 +180,12 @@ def _amount(limits: QueueAmounts, resource: str) -> Decimal | None:
         value = limits.time_sliced_gpus
     elif resource.startswith("nvidia.com/mig-"):
         value = limits.mig.get(resource.removeprefix("nvidia.com/mig-"))
+    elif resource == resources.HAMI_GPU:
+        value = limits.hami.gpus
+    elif resource == resources.HAMI_MEMORY:
+        value = None if limits.hami.memory is None else mib(limits.hami.memory)
+    elif resource == resources.HAMI_CORES:
+        value = limits.hami.cores
     elif resource == CPU:
         value = limits.cpu
     elif resource == MEMORY:

@@ -9,6 +9,7 @@ from pydantic import Field
 from components.model.base import Model
 from components.model.types import (
     DnsLabel,
+    MemoryMiB,
     NonNegativeInt,
     PositiveInt,
     PriorityClassName,
@@ -16,6 +17,15 @@ from components.model.types import (
     ServiceAccountRef,
     UserPriority,
 )
+
+
+class HamiAmounts(Model):
+    """Amounts of HAMi slices in a borrowing or lending limit (the keys of ``quota.hami``)."""
+
+    gpus: NonNegativeInt | None = None
+    #: Whole MiB (e.g. ``80Gi``).
+    memory: MemoryMiB | None = None
+    cores: NonNegativeInt | None = None
 
 
 class QueueAmounts(Model):
@@ -31,6 +41,7 @@ class QueueAmounts(Model):
     gpus: NonNegativeInt | None = None
     mig: dict[str, NonNegativeInt] = Field(default_factory=dict)
     time_sliced_gpus: NonNegativeInt | None = None
+    hami: HamiAmounts = HamiAmounts()
     cpu: Quantity | None = None
     memory: Quantity | None = None
 

@@ -16,6 +16,20 @@ GPU: Final = "nvidia.com/gpu"
 GPU_SHARED: Final = "nvidia.com/gpu.shared"
 SRIOV_PREFIX: Final = "nvidia.com"
 
+#: HAMi's resources (node groups with ``hami``), renamed through its chart (``resourceName``,
+#: ``resourceMem``, ``resourceMemPercentage``, ``resourceCores``, ``resourcePriority``: HAMi 2.10.0
+#: values.yaml). HAMi's defaults are ``nvidia.com/gpu``, ``nvidia.com/gpumem``, ...: its slice would
+#: then share the name of a whole GPU, and no quota, Kueue flavor or admission policy could tell a
+#: tenth of a card from a card. ``vgpu`` is a slice (a physical GPU is advertised ``splitCount``
+#: times), ``vgpu-memory`` its device memory in MiB, ``vgpu-cores`` its share of the SMs in percent.
+HAMI_GPU: Final = "nvidia.com/vgpu"
+HAMI_MEMORY: Final = "nvidia.com/vgpu-memory"
+HAMI_MEMORY_PERCENTAGE: Final = "nvidia.com/vgpu-memory-percentage"
+HAMI_CORES: Final = "nvidia.com/vgpu-cores"
+HAMI_PRIORITY: Final = "nvidia.com/vgpu-priority"
+#: Every HAMi resource name, the ones pods may ask for and the ones they may not.
+HAMI_RESOURCES: Final = (HAMI_GPU, HAMI_MEMORY, HAMI_MEMORY_PERCENTAGE, HAMI_CORES, HAMI_PRIORITY)
+
 MigStrategy = Literal["single", "mixed"]
 
 #: Label on every object gpuaas creates (app.kubernetes.io recommended labels).
@@ -55,10 +69,34 @@ NODE_GROUP_LABEL: Final = "gpuaas.io/node-group"
 MIG_CONFIG_LABEL: Final = "nvidia.com/mig.config"
 #: The device-plugin config key of a node (NVIDIA/k8s-device-plugin README, "Multiple configs").
 DEVICE_PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
-#: Every label gpuaas owns on a GPU node; ``gpuPools[].labels`` may not set them.
+#: On the nodes of HAMi node groups (``"true"``): HAMi's device plugin runs where it is set. On
+#: namespaces, the teams with HAMi quota: HAMi's webhook sees only those.
+HAMI_LABEL: Final = "gpuaas.io/hami"
+#: HAMi's own node label (its docs: ``kubectl label nodes <node> gpu=on``; the chart's default
+#: ``devicePlugin.nvidiaNodeSelector``), which Helm keeps in the selector whatever else it is given.
+HAMI_CHART_NODE_LABEL: Final = "gpu"
+#: The labels of every node of a HAMi group, and the selector of HAMi's device plugin: both, so a
+#: node some other tool labelled ``gpu=on`` does not get HAMi's device plugin beside NVIDIA's.
+HAMI_NODE_LABELS: Final = {HAMI_CHART_NODE_LABEL: "on", HAMI_LABEL: "true"}
+#: The GPU Operator deploys an operand on a node unless the node says ``false`` here, and keeps a
+#: ``false`` already set (gpu-operator controllers/state_manager.go ``addGPUStateLabels``): HAMi's
+#: nodes turn NVIDIA's device plugin and MIG Manager off this way, as HAMi documents.
+GPU_DEPLOY_DEVICE_PLUGIN_LABEL: Final = "nvidia.com/gpu.deploy.device-plugin"
+GPU_DEPLOY_MIG_MANAGER_LABEL: Final = "nvidia.com/gpu.deploy.mig-manager"
 #: AKS puts this label on every node of an agent pool (AKS docs, "Use labels in an AKS cluster").
 AKS_POOL_LABEL: Final = "kubernetes.azure.com/agentpool"
-OWNED_NODE_LABELS: Final = frozenset({NODE_GROUP_LABEL, MIG_CONFIG_LABEL, DEVICE_PLUGIN_CONFIG_LABEL})
+#: Every label gpuaas owns on a GPU node; ``gpuPools[].labels`` may not set them.
+OWNED_NODE_LABELS: Final = frozenset(
+    {
+        NODE_GROUP_LABEL,
+        MIG_CONFIG_LABEL,
+        DEVICE_PLUGIN_CONFIG_LABEL,
+        HAMI_LABEL,
+        HAMI_CHART_NODE_LABEL,
+        GPU_DEPLOY_DEVICE_PLUGIN_LABEL,
+        GPU_DEPLOY_MIG_MANAGER_LABEL,
+    }
+)
 #: The label NFD puts on Mellanox nodes (network-operator v26.4.1 templates/nodefeaturerules.yaml),
 #: which the DOCA driver DaemonSet requires (manifests/state-ofed-driver/0050_ofed-driver-ds.yaml).
 MELLANOX_LABEL: Final = "feature.node.kubernetes.io/pci-15b3.present"

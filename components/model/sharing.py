@@ -1,10 +1,12 @@
-"""GPU sharing of a node group or GPU pool: a MIG layout or time-slicing (``mig``, ``timeSlicing``).
+"""GPU sharing of a node group or GPU pool: a MIG layout, time-slicing or HAMi (``mig``, ``timeSlicing``, ``hami``).
 
 :class:`GpuSharing` is the base of :class:`components.model.platform.NodeGroup` and
 :class:`components.model.platform.GpuPool`; what a layout offers is :mod:`components.model.capacity`'s.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import (
     field_validator,
@@ -63,11 +65,58 @@ class TimeSlicing(Model):
         return v
 
 
+class Hami(Model):
+    """HAMi on a node group: each GPU is split into slices of chosen memory and SM share (``nvidia.com/vgpu``).
+
+    HAMi's device plugin advertises every GPU ``splitCount`` times; a pod asks for slices and states
+    each slice's memory (``nvidia.com/vgpu-memory``, MiB) and SM share (``nvidia.com/vgpu-cores``,
+    percent), which HAMi-core enforces inside the container (components/model/hami.py). The three
+    settings are HAMi's cluster-wide chart values, so every HAMi group of a stack states the same.
+    """
+
+    #: Slices per GPU: at most this many pods share one card (``devicePlugin.deviceSplitCount``).
+    split_count: int = 10
+    #: The part of each GPU's memory HAMi hands out (``devicePlugin.deviceMemoryScaling``), 0 < s <= 1.
+    #: Above 1 is HAMi's experimental oversubscription (memory spilled to the host), not offered.
+    memory_scaling: float = 1.0
+    #: HAMi-core's SM limit policy (``devices.nvidia.gpuCorePolicy``, which HAMi's webhook hands to the
+    #: container as ``GPU_CORE_UTILIZATION_POLICY``; HAMi pkg/device/nvidia/device.go): ``default``
+    #: (HAMi-core's own), ``force`` or ``disable`` (no SM limit: ``vgpu-cores`` is then counted, not enforced).
+    core_policy: Literal["default", "force", "disable"] = "default"
+    #: ``devicePlugin`` (HAMi's device plugin and scheduler extender) or ``dra`` (HAMi's DRA driver,
+    #: which needs Kubernetes 1.36: components/rules/hami.py).
+    driver: Literal["devicePlugin", "dra"] = "devicePlugin"
+
+    @field_validator("split_count")
+    @classmethod
+    def _split(cls, v: int) -> int:
+        # One slice is one pod's, and a node runs at most 110 pods (the kubelet's default maxPods),
+        # as for time-slicing replicas.
+        if not 1 <= v <= MAX_TIME_SLICING_REPLICAS:
+            raise ValueError(
+                f"{v}: a GPU is split into 1 to {MAX_TIME_SLICING_REPLICAS} slices (each slice is one pod's, and a "
+                f"node runs at most {MAX_TIME_SLICING_REPLICAS} pods)"
+            )
+        return v
+
+    @field_validator("memory_scaling")
+    @classmethod
+    def _scaling(cls, v: float) -> float:
+        if not 0 < v <= 1:
+            raise ValueError(
+                f"{v}: memoryScaling is the part of each GPU's memory HAMi hands out, more than 0 and at most 1; "
+                "above 1 is HAMi's experimental memory oversubscription (device memory spilled to host memory), "
+                "which gpuaas does not offer"
+            )
+        return v
+
+
 class GpuSharing(Model):
     """Fields shared by on-prem node groups and AKS GPU pools."""
 
     mig: MigConfig = MigConfig()
     time_slicing: TimeSlicing | None = None
+    hami: Hami | None = None
 
     @field_validator("gpu_model", check_fields=False)
     @classmethod

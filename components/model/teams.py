@@ -16,6 +16,7 @@ from components.model.types import (
     AksPoolName,
     DnsLabel,
     LineText,
+    MemoryMiB,
     NonNegativeInt,
     PKey,
     PositiveInt,
@@ -56,6 +57,23 @@ Partition = Annotated[
 ]
 
 
+class HamiQuota(Model):
+    """A team's HAMi slices (node groups with ``hami``): how many, with how much memory and SM share in all.
+
+    Rendered as ``requests.nvidia.com/vgpu`` (the count, which the Kubernetes quota controller
+    enforces) and ``limits.nvidia.com/vgpu-memory`` / ``limits.nvidia.com/vgpu-cores`` (what HAMi's own
+    quota reads and enforces: memory and cores times the slices of each container); see
+    components/model/hami.py.
+    """
+
+    #: Slices (``nvidia.com/vgpu``), at most ``splitCount`` per GPU.
+    gpus: NonNegativeInt = 0
+    #: Device memory of all the team's slices together, whole MiB (e.g. ``160Gi``).
+    memory: MemoryMiB = "0"
+    #: SM share of all the team's slices together, in percent of one GPU (``400``: four GPUs' worth).
+    cores: NonNegativeInt = 0
+
+
 class Quota(Model):
     """A team's quota. Extended resources are quota'd as ``requests.<resource>`` (Kubernetes docs)."""
 
@@ -65,6 +83,8 @@ class Quota(Model):
     time_sliced_gpus: NonNegativeInt = 0
     #: On-prem: VFs of the team's partition; AKS: RDMA shared-device slots.
     rdma: NonNegativeInt = 0
+    #: HAMi slices (node groups with ``hami``).
+    hami: HamiQuota = HamiQuota()
     cpu: Quantity = "64"
     memory: Quantity = "512Gi"
     pods: PositiveInt = 200

@@ -7,6 +7,7 @@ uniqueness checks and renderers compare canonical values, never spellings.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field
@@ -175,9 +176,35 @@ ImageDigest = Annotated[str, AfterValidator(_image_digest)]
 CronSchedule = Annotated[str, AfterValidator(_cron)]
 
 
+def mebibytes(text: str) -> int:
+    """A memory quantity (``80Gi``, ``81920Mi``) in whole MiB, the unit HAMi counts device memory in.
+
+    HAMi's own quota reads ``limits.nvidia.com/vgpu-memory`` as an integer count of MiB
+    (HAMi pkg/device/quota.go ``addQuotaLocked``: ``AsInt64``), so a quota must be a whole MiB.
+    """
+    value = grammar.parse_quantity(text)
+    mebi = value / Decimal(2**20)
+    if value < 0 or mebi != mebi.to_integral_value():
+        raise grammar.QuantityError(
+            f"{text!r} is not a whole number of MiB (HAMi counts device memory in MiB), e.g. 80Gi"
+        )
+    if mebi > 2**63 - 1:
+        raise grammar.QuantityError(f"{text!r} is more MiB than an int64 holds (HAMi reads the quota as one)")
+    return int(mebi)
+
+
+def check_mebibytes(value: Any) -> str:
+    """A non-negative memory quantity that is a whole number of MiB; kept as written."""
+    text = grammar.check_quantity(value)
+    mebibytes(text)
+    return text
+
+
 # Values checked with the grammar of what consumes them (components/model/grammar.py cites each source).
 #: A Kubernetes quantity (``64``, ``500m``, ``512Gi``), never negative; kept as written.
 Quantity = Annotated[str, BeforeValidator(grammar.check_quantity)]
+#: A memory quantity in whole MiB (``80Gi``): HAMi's device memory.
+MemoryMiB = Annotated[str, BeforeValidator(check_mebibytes)]
 LabelKey = Annotated[str, AfterValidator(grammar.check_label_key)]
 LabelValue = Annotated[str, AfterValidator(grammar.check_label_value)]
 #: An AKS node taint ``key[=value]:Effect``.

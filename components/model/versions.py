@@ -80,6 +80,24 @@ KUEUE_CHART: Final = "0.19.2"
 KUEUE_IMAGE: Final = "registry.k8s.io/kueue/kueue"
 KUEUE: Final = "v0.19.2"
 
+#: HAMi (node groups with ``hami``): its chart from the project's Helm repository (HAMi docs,
+#: "Installation": ``helm repo add hami-charts https://project-hami.github.io/HAMi/``), chart and
+#: images at the newest release, v2.10.0 (shared/upstream/charts/hami-2.10.0).
+HAMI_HELM_REPO: Final = "https://project-hami.github.io/HAMi/"
+HAMI_CHART: Final = "2.10.0"
+HAMI_IMAGE: Final = "docker.io/projecthami/hami"
+HAMI: Final = "v2.10.0"
+#: The registry Kubernetes publishes kube-scheduler to; HAMi's scheduler pod runs it at the
+#: cluster's declared version (the chart's default is a mirror, registry.cn-hangzhou.aliyuncs.com).
+KUBE_SCHEDULER_IMAGE: Final = "registry.k8s.io/kube-scheduler"
+#: The webhook certificate job: kube-webhook-certgen as Kubernetes' ingress-nginx publishes it (the
+#: fork of jet/kube-webhook-certgen the chart's ``create``/``patch`` arguments come from) instead of
+#: the chart's personal ``docker.io/liangjw/kube-webhook-certgen``. v1.6.9 is the tag minikube's
+#: ingress addon pins beside controller v1.15.1 (seen in public logs); it was not re-read from
+#: registry.k8s.io here: check it with ``crane ls`` and mirror it (README).
+WEBHOOK_CERTGEN_IMAGE: Final = "registry.k8s.io/ingress-nginx/kube-webhook-certgen"
+WEBHOOK_CERTGEN: Final = "v1.6.9"
+
 
 # --------------------------------------------------------------------------------------------
 # The section
@@ -120,3 +138,13 @@ class Versions(Model):
     kueue_chart_ref: str = KUEUE_CHART_REF
     kueue_image: str = KUEUE_IMAGE
     kueue: ImageTag = KUEUE
+    #: HAMi (node groups with ``hami``): its chart repository and version, its image (device plugin,
+    #: scheduler extender, monitor), the kube-scheduler repository (tagged with the cluster's declared
+    #: version) and the webhook certificate job's image.
+    hami_helm_repository: RepositoryUrl = HAMI_HELM_REPO
+    hami_chart: ChartVersion = HAMI_CHART
+    hami_image: ImageRepository = HAMI_IMAGE
+    hami: ImageTag = HAMI
+    kube_scheduler_image: ImageRepository = KUBE_SCHEDULER_IMAGE
+    webhook_certgen_image: ImageRepository = WEBHOOK_CERTGEN_IMAGE
+    webhook_certgen: ImageTag = WEBHOOK_CERTGEN

@@ -153,7 +153,8 @@ def allocation_group(cfg: StackConfig) -> Group:
         "label_replace(max by (node, gpu, UUID, GPU_I_ID, GPU_I_PROFILE, namespace, pod) "
         '(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="", GPU_I_ID!=""}), "profile", "$1", "GPU_I_PROFILE", "(.+)")'
     )
-    attributable = f'on (node) group_left (node_group) {NODE_INFO}{{sharing!="time-slicing"}}'
+    # Shared GPUs (time-slicing, HAMi slices): DCGM reports the card, not each sharer's part of it.
+    attributable = f'on (node) group_left (node_group) {NODE_INFO}{{sharing!~"time-slicing|hami"}}'
     util = f"(({whole}) or ({mig})) * on (namespace) group_left (team) {TEAM_INFO} * {attributable}"
     memory = (
         f'sum by (team, node_group) (max by (node, gpu, GPU_I_ID, namespace, pod) (DCGM_FI_DEV_FB_USED{{namespace!=""}})'  # noqa: E501

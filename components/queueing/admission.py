@@ -10,7 +10,7 @@ Kueue admits what its ClusterQueues allow, but only for workloads it manages: a 
    another team's queue is refused, on create and on update (a relabel).
 2. ``through-queue`` (only while ``queues.manageJobsWithoutQueueName`` is false): a workload that
    asks for what the queue counts and no one else may hand out — a GPU kind (``nvidia.com/gpu``,
-   ``nvidia.com/gpu.shared``, ``nvidia.com/mig-*``), the team's partition resource
+   ``nvidia.com/gpu.shared``, ``nvidia.com/mig-*``, HAMi's ``nvidia.com/vgpu*``), the team's partition resource
    (``nvidia.com/sriov*``, ``rdma/*``) or DRA ``resourceClaims`` (Kueue counts a claim through
    ``deviceClassMappings``) — names a queue, on CREATE and on an UPDATE that turns a pod template
    into such a one. Then the VF budget of the ResourceQuota and of the ClusterQueue is one budget:
@@ -53,7 +53,7 @@ PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 POLICY_PREFIX: Final = "gpuaas-team-queue"
 
 #: What the queue counts and nothing else may hand out: every ``nvidia.com/*`` resource (GPU kinds,
-#: the SR-IOV partition pools) and the RDMA shared device (``rdma/*``). Not cpu or memory.
+#: HAMi's ``nvidia.com/vgpu*`` slices, the SR-IOV partition pools) and the RDMA shared device (``rdma/*``). Not cpu or memory.
 _GPU: Final = "r.startsWith('nvidia.com/') || r.startsWith('rdma/')"
 _WANTS: Final = (
     f"has(c.resources) && ((has(c.resources.requests) && c.resources.requests.exists(r, {_GPU})) || "

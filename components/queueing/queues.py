@@ -33,7 +33,7 @@ import yaml
 
 from components import k8s as kube
 from components.k8s import Manifest
-from components.model import charts, dra, elastic
+from components.model import charts, dra, elastic, hami
 from components.model.capacity import sharing_groups
 from components.model.config import StackConfig
 from components.model.elastic import ANY_NODE, Line
@@ -220,16 +220,27 @@ def kueue_configuration(cfg: StackConfig) -> dict[str, Any]:
         # Kueue manages jobs in team namespaces only: never an operator's own Jobs or pods.
         "managedJobsNamespaceSelector": {"matchExpressions": [{"key": "gpuaas.io/team", "operator": "Exists"}]},
         "integrations": {"frameworks": list(q.integrations)},
-        **_dra_mappings(cfg),
+        **_resources(cfg),
     }
 
 
-def _dra_mappings(cfg: StackConfig) -> dict[str, Any]:
-    """DRA model: each DeviceClass counts as the extended resource the ClusterQueues cover, so a claim
+def _resources(cfg: StackConfig) -> dict[str, Any]:
+    """Kueue's ``resources``, where a stack needs them.
+
+    DRA model: each DeviceClass counts as the extended resource the ClusterQueues cover, so a claim
     draws on the same nominal quota as a device-plugin request (Kueue 0.19 ``deviceClassMappings``,
-    KueueDRAIntegration beta, on by default)."""
-    mappings = dra.kueue_device_class_mappings(cfg)
-    return {"resources": {"deviceClassMappings": mappings}} if mappings else {}
+    KueueDRAIntegration beta, on by default). HAMi: memory and cores per slice count times the
+    pod's slices, as HAMi's own quota counts them (``transformations``), and the task priority is
+    left out (``excludeResourcePrefixes``; components/model/hami.py).
+    """
+    out: dict[str, Any] = {}
+    if excluded := hami.kueue_excluded_prefixes(cfg):
+        out["excludeResourcePrefixes"] = excluded
+    if transformations := hami.kueue_transformations(cfg):
+        out["transformations"] = transformations
+    if mappings := dra.kueue_device_class_mappings(cfg):
+        out["deviceClassMappings"] = mappings
+    return {"resources": out} if out else {}
 
 
 #: The chart's selector labels of the manager pods (templates/_helpers.tpl ``kueue.selectorLabels``,

@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Final
 
 from components.model import dra, resources
-from components.model.capacity import mig_counts, sharing_groups, team_requests
+from components.model.capacity import mib, mig_counts, sharing_groups, team_requests
 from components.model.config import StackConfig
 from components.model.elastic import (
     ANY_NODE,
@@ -25,6 +25,7 @@ from components.model.errors import Issue
 from components.model.queues import BUILT_IN, QueueAmounts
 from components.model.teams import AksPartition, Team
 from components.rules.common import config_key
+from components.rules.hami import QUOTA_KEYS as HAMI_QUOTA_KEYS
 
 _KIND_KEY: Final = {resources.GPU: "gpus", resources.GPU_SHARED: "timeSlicedGpus"}
 
@@ -37,6 +38,8 @@ KUEUE_MAX_DEVICE_CLASS_MAPPINGS: Final = 16
 def _kind_key(resource: str) -> str:
     if resource in _KIND_KEY:
         return _KIND_KEY[resource]
+    if resource in HAMI_QUOTA_KEYS:
+        return HAMI_QUOTA_KEYS[resource]
     return f'mig["{resource.removeprefix("nvidia.com/mig-")}"]'
 
 
@@ -48,6 +51,14 @@ def _kind_resources(limits: QueueAmounts) -> Iterator[tuple[str, str, int]]:
         yield "timeSlicedGpus", resources.GPU_SHARED, limits.time_sliced_gpus
     for profile, n in sorted(limits.mig.items()):
         yield f'mig["{profile}"]', resources.mig_resource(profile), n
+    h = limits.hami
+    for key, res, amount in (
+        ("hami.gpus", resources.HAMI_GPU, h.gpus),
+        ("hami.memory", resources.HAMI_MEMORY, None if h.memory is None else mib(h.memory)),
+        ("hami.cores", resources.HAMI_CORES, h.cores),
+    ):
+        if amount is not None:
+            yield key, res, amount
 
 
 def check(cfg: StackConfig) -> Iterator[Issue]:

@@ -10,6 +10,7 @@ from components.model.capacity import capacity, group_capacity, sharing_groups, 
 from components.model.config import StackConfig
 from components.model.errors import Issue
 from components.rules.common import config_key
+from components.rules.hami import QUOTA_KEYS as HAMI_QUOTA_KEYS
 
 #: Namespaces a team may not take: the cluster's own and the platform's operators.
 RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
@@ -49,6 +50,8 @@ _QUOTA_KEY = {resources.GPU: "gpus", resources.GPU_SHARED: "timeSlicedGpus"}
 def _quota_key(resource: str) -> str:
     if resource in _QUOTA_KEY:
         return _QUOTA_KEY[resource]
+    if resource in HAMI_QUOTA_KEYS:
+        return HAMI_QUOTA_KEYS[resource]
     if resource.startswith("nvidia.com/mig-"):
         return f'mig["{resource.removeprefix("nvidia.com/mig-")}"]'
     return "rdma"

@@ -81,6 +81,7 @@ from components.model.config import StackConfig
 from components.model.elastic import unowned_pools
 from components.model.resources import SRIOV_PREFIX
 from components.tenancy import policy
+from components.tenancy.hami_admission import hami_admission_objects
 from components.tenancy.labels import AKS_POOL_LABEL, PARTITION_LABEL, POOL_LABEL
 from components.tenancy.network_admission import (
     networks_binding,
@@ -88,6 +89,7 @@ from components.tenancy.network_admission import (
     networks_immutable_policy,
     networks_policy,
 )
+from components.tenancy.policy import CONTAINER_LISTS
 
 POOL_POLICY: Final = "gpuaas-team-node-pool"
 PARTITION_POLICY: Final = "gpuaas-team-partition"
@@ -95,12 +97,6 @@ PARTITION_POLICY: Final = "gpuaas-team-partition"
 
 # --------------------------------------------------------------------------------------------
 # Resources per container list
-
-
-#: Every container list of a PodSpec. Ephemeral containers may not set resources (API validation),
-#: but are checked anyway so the guard does not rest on that. Pod-level ``spec.resources`` allows
-#: cpu and memory only (PodLevelResources), so no extended resource can hide there.
-CONTAINER_LISTS: Final = ("containers", "initContainers", "ephemeralContainers")
 
 
 def _every_resource(pred: str) -> str:
@@ -271,7 +267,8 @@ def pool_binding() -> Manifest:
 
 
 def admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
-    """Every admission object by role: the network guards, on-prem the partition guard, on AKS the pool guard."""
+    """Every admission object by role: the network guards, on-prem the partition guard, on AKS the pool guard,
+    and where HAMi runs its pods' guard (:mod:`components.tenancy.hami_admission`)."""
     out = {
         "networks-policy": networks_policy(),
         "networks-binding": networks_binding(),
@@ -282,6 +279,7 @@ def admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
         out.update({"partition-policy": partition_policy(), "partition-binding": partition_binding()})
     if cfg.aks is not None:
         out.update({"pool-policy": pool_policy(cfg), "pool-binding": pool_binding()})
+    out.update(hami_admission_objects(cfg))
     return out
 
 

@@ -16,6 +16,11 @@ from components.k8s import Manifest
 from components.tenancy.labels import PART_OF, TEAM_LABEL
 
 API_VERSION = "admissionregistration.k8s.io/v1"
+#: Every container list of a PodSpec, what a guard on pod resources walks. Ephemeral containers may
+#: not set resources (API validation), but are checked anyway so the guard does not rest on that.
+#: Pod-level ``spec.resources`` allows cpu and memory only (PodLevelResources), so no extended
+#: resource can hide there.
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
 
 def team_namespaces(*extra: dict[str, Any]) -> dict[str, Any]:

@@ -22,13 +22,18 @@ limit"; kubernetes plugin/pkg/admission/limitranger/admission.go, ``mergeContain
 2Gi default limit refused every GPU pod asking for more memory with requests only. For the same
 reason the quota has no ``limits.memory``: a quota on a limit makes every pod state that limit.
 Memory limits are the workload's choice; the scheduler places by requests, which the quota caps.
+
+HAMi's memory and cores are the one exception: HAMi's own quota reads only ``limits.`` keys
+(:mod:`components.model.hami`), so those two are written as ``limits.`` and ``requests.`` both. The
+quota controller ignores ``limits.`` of an extended resource (it counts extended resources as
+``requests.`` only), so no pod is made to state anything by them (the e2e suite checks it).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from components.model import dra, elastic, resources
+from components.model import dra, elastic, hami, resources
 from components.model.capacity import capacity, team_requests
 from components.model.config import StackConfig
 from components.model.teams import OnPremPartition, Team
@@ -68,6 +73,10 @@ def _extended_resources(cfg: StackConfig) -> set[str]:
     to one team each and are guarded by admission. Nothing here depends on the list of teams.
     """
     names = {r for r in capacity(cfg) if not is_partition_resource(r)} | {resources.GPU, resources.GPU_SHARED}
+    if hami.uses_hami(cfg):
+        # Every per-slice HAMi resource, the percentage one too: its quota stays 0 for everyone
+        # (memory is counted in MiB; components/model/hami.py). The task priority is no amount.
+        names |= set(resources.HAMI_RESOURCES) - {resources.HAMI_PRIORITY}
     if cfg.network.rdma_shared_device_plugin != "none":
         names.add(resources.rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name))
     return names
@@ -106,7 +115,8 @@ def device_plugin_quota_hard(cfg: StackConfig, team: Team) -> dict[str, str]:
     if cfg.queues.elastic:
         # Kueue does not read ResourceQuota: it must let through all Kueue can admit (borrowing).
         hard.update(elastic.quota_ceilings(cfg, team))
-    return dict(sorted(hard.items()))
+    # HAMi enforces its memory and cores from limits.* keys, the quota controller from requests.*.
+    return dict(sorted(hami.quota_keys(hard).items()))
 
 
 def limit_range_limits() -> list[dict[str, Any]]:

@@ -48,7 +48,7 @@ import pulumi
 
 from components import k8s as kube
 from components.k8s import Manifest
-from components.model import dra, resources
+from components.model import dra, hami, resources
 from components.model.capacity import vfs_per_partition
 from components.model.config import StackConfig
 from components.model.queues import effective_integrations
@@ -77,6 +77,7 @@ def namespace(cfg: StackConfig, team: Team) -> Manifest:
         **resources.pod_security_labels("privileged" if team.privileged else "baseline"),
         "pod-security.kubernetes.io/enforce-version": "latest",
         **dra.namespace_labels(cfg, team),  # DRA model: the device classes it may claim
+        **hami.namespace_labels(cfg, team),  # HAMi quota: HAMi's webhook watches this namespace
     }
     if isinstance(team.partition, AksPartition):
         labels[POOL_LABEL] = team.partition.node_pool
