@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from components.model import charts, kubernetes, yamlfile
+from components.model import charts, hami, kubernetes, yamlfile
 from components.model.azure_grammar import normal_location
 from components.model.config import StackConfig
 from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
@@ -406,7 +406,8 @@ def load_config(today: datetime.date) -> StackConfig:
         cfg = parse_stack(config, today)
         # The one check that reads this machine: a chart mirror folder holds every chart the
         # stack installs (what Helm will open), before any resource is registered.
-        missing = list(charts.mirror_issues(cfg.charts, charts.stack_charts(cfg.versions, cfg.queues.elastic)))
+        wanted = charts.stack_charts(cfg.versions, cfg.queues.elastic, hami.uses_hami(cfg))
+        missing = list(charts.mirror_issues(cfg.charts, wanted))
         if missing:
             raise ConfigError(missing)
     except ConfigError as err:

@@ -72,7 +72,7 @@ def mirror() -> Path:
     which the product's ``gpuaas:charts.directory`` reads as it reads any mirror. Every file of
     the charts the stacks install is checked against its upstream blob id first."""
     folder = upstream.upstream_dir() / "charts"
-    for c in charts.stack_charts(Versions(), elastic=True):
+    for c in charts.stack_charts(Versions(), elastic=True, hami=True):
         found = charts.source(charts.Charts(directory=str(folder)), c)
         upstream.require(Path(found.chart).relative_to(upstream.upstream_dir()))
     return folder

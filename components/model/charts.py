@@ -42,6 +42,7 @@ from components.model.versions import Versions
 NETWORK_OPERATOR: str = "network-operator"
 GPU_OPERATOR: str = "gpu-operator"
 KUEUE: str = "kueue"
+HAMI: str = "hami"
 
 
 # --------------------------------------------------------------------------------------------
@@ -143,13 +144,16 @@ def _key(component: str) -> str:
     return f"versions.{component}Chart"
 
 
-def stack_charts(v: Versions, elastic: bool) -> list[Chart]:
+def stack_charts(v: Versions, elastic: bool, hami: bool = False) -> list[Chart]:
     """Every chart a stack installs, in install order (components/platform.py registers these
-    releases): both operators, and Kueue where the stack's queues are ``elastic``."""
+    releases): both operators, HAMi where a node group shares its GPUs with it (``hami``), and
+    Kueue where the stack's queues are ``elastic``."""
     out = [
         Chart(NETWORK_OPERATOR, v.network_operator_chart, v.helm_repository, NETWORK_OPERATOR, _key("networkOperator")),
         Chart(GPU_OPERATOR, v.gpu_operator_chart, v.helm_repository, GPU_OPERATOR, _key("gpuOperator")),
     ]
+    if hami:
+        out.append(Chart(HAMI, v.hami_chart, v.hami_helm_repository, HAMI, _key("hami")))
     if elastic:
         out.append(Chart(KUEUE, v.kueue_chart, None, v.kueue_chart_ref, _key("kueue")))
     return out
@@ -157,7 +161,7 @@ def stack_charts(v: Versions, elastic: bool) -> list[Chart]:
 
 def chart(v: Versions, name: str) -> Chart:
     """The chart ``name`` at the versions ``v`` pins (a name gpuaas never installs is a bug: KeyError)."""
-    for c in stack_charts(v, elastic=True):
+    for c in stack_charts(v, elastic=True, hami=True):
         if c.name == name:
             return c
     raise KeyError(f"the stack installs no chart {name!r}")

@@ -233,10 +233,9 @@ class Hami(pulumi.ComponentResource):
         rbac = [kube.apply(f"{name}-{role}", m, kube.child(self, [ns])) for role, m in objects.items()]
         self.release = kube.helm_release(
             f"{name}-release",
+            cfg,
             release=hami.RELEASE,
             chart=CHART,
-            version=cfg.versions.hami_chart,
-            repository=cfg.versions.hami_helm_repository,
             namespace=hami.NAMESPACE,
             values=hami_values(cfg),
             timeout=HELM_TIMEOUT_SECONDS,

@@ -53,7 +53,8 @@ PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 POLICY_PREFIX: Final = "gpuaas-team-queue"
 
 #: What the queue counts and nothing else may hand out: every ``nvidia.com/*`` resource (GPU kinds,
-#: HAMi's ``nvidia.com/vgpu*`` slices, the SR-IOV partition pools) and the RDMA shared device (``rdma/*``). Not cpu or memory.
+#: HAMi's ``nvidia.com/vgpu*`` slices, the SR-IOV partition pools) and the RDMA shared device
+#: (``rdma/*``). Not cpu or memory.
 _GPU: Final = "r.startsWith('nvidia.com/') || r.startsWith('rdma/')"
 _WANTS: Final = (
     f"has(c.resources) && ((has(c.resources.requests) && c.resources.requests.exists(r, {_GPU})) || "
