@@ -34,7 +34,7 @@ from e2e.kube import Identity, Kube, Obj
 from e2e.plan_apply import apply_plan, install_crds
 from tests.e2e.conftest import StackFleet, need_upstream, play_operators
 from tests.e2e.fleet_nodes import NodeSpec, fleet_nodes
-from tests.e2e.test_elastic_quotas_lend_and_reclaim import Kueue, _delete_job, admitted, kueue_crds, workload_of
+from tests.e2e.kueue_manager import Kueue, admitted, delete_job, kueue_crds, workload_of
 
 __all__ = ["PRIORITY_LABEL", "admitted", "workload_of"]
 
@@ -65,8 +65,7 @@ class FleetKueue(Kueue):
     """The Kueue manager with the Configuration gpuaas renders for ``cfg`` (not only onprem's)."""
 
     def __init__(self, fleet: Fleet, workdir: Path, cfg: StackConfig) -> None:
-        super().__init__(fleet.cp, workdir)
-        self.cfg = cfg
+        super().__init__(fleet.cp, workdir, cfg)
 
     def configuration(self) -> dict[str, Any]:
         local = super().configuration()  # what a process outside a cluster needs (loopback, no HA)
@@ -110,7 +109,7 @@ def start(pytestconfig: pytest.Config, stack: str, config: dict[str, Any]) -> It
         # The plan's proof Jobs go through the teams' queues too; the scenarios count from zero.
         for team in cfg.teams:
             for j in kube.list("batch/v1", "Job", team.ns, selector=QUEUE_LABEL):
-                _delete_job(kube, team.ns, j["metadata"]["name"])
+                delete_job(kube, team.ns, j["metadata"]["name"])
         manager.start(bin_dir)
         try:
             kube.wait_for("the cert rotator's Secret", manager.mount_certs, timeout=60)
@@ -222,7 +221,7 @@ def _left(kube: Kube, ns: str, name: str) -> bool:
 def cleanup(kf: KueueFleet, jobs: list[tuple[Team, str]]) -> None:
     kube = kf.kube
     for team, name in jobs:
-        _delete_job(kube, team.ns, name)
+        delete_job(kube, team.ns, name)
     kube.wait_for(
         "the test's Jobs, Workloads and pods gone",
         lambda: not any(_left(kube, t.ns, n) for t, n in jobs),
