@@ -62,6 +62,10 @@ def rdma_shared_resource(prefix: str, name: str) -> str:
     return f"{prefix}/{name}"
 
 
+#: Label on every object of one team (its namespace first): the admission policies' namespaceSelector
+#: and the plan index read it.
+TEAM_LABEL: Final = "gpuaas.io/team"
+
 #: Node label naming the node group (on-prem) or GPU pool (AKS) a node belongs to.
 NODE_GROUP_LABEL: Final = "gpuaas.io/node-group"
 #: The mig-parted config the GPU Operator's mig-manager applies to a node

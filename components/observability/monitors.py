@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from components.k8s import Manifest
 from components.model.config import StackConfig
-from components.model.resources import PART_OF
+from components.model.resources import PART_OF, TEAM_LABEL
 from components.observability.rules import rule_groups
 
 MONITORING: Final = "monitoring.coreos.com/v1"
@@ -48,18 +48,24 @@ def _meta(name: str, namespace: str | None, labels: dict[str, str] | None = None
 
 
 def prometheus_rules(cfg: StackConfig) -> dict[str, Manifest]:
-    """Role → PrometheusRule, one group each (a team's own object: adding a team changes no other)."""
+    """Role → PrometheusRule, one group each (a team's own object: adding a team changes no other).
+
+    A team's carries the team label too, so that the plan index and a diff name its team."""
     o = cfg.observability
     routing = dict(o.alert_labels)
-    return {
-        role: {
+    teams = {f"team-{t.name}": t.name for t in cfg.teams}
+    out: dict[str, Manifest] = {}
+    for role, group in rule_groups(cfg).items():
+        labels = dict(o.prometheus.rule_labels)
+        if role in teams:
+            labels[TEAM_LABEL] = teams[role]
+        out[role] = {
             "apiVersion": MONITORING,
             "kind": "PrometheusRule",
-            "metadata": _meta(f"gpuaas-{role}", o.prometheus.namespace, dict(o.prometheus.rule_labels)),
+            "metadata": _meta(f"gpuaas-{role}", o.prometheus.namespace, labels),
             "spec": {"groups": [group.render(routing)]},
         }
-        for role, group in rule_groups(cfg).items()
-    }
+    return out
 
 
 def kueue_scrape_objects(cfg: StackConfig) -> dict[str, Manifest]:

@@ -33,7 +33,7 @@ import yaml
 
 from components import k8s as kube
 from components.k8s import Manifest
-from components.model import charts, dra, elastic, hami
+from components.model import charts, dra, elastic, hami, resources
 from components.model.capacity import sharing_groups
 from components.model.config import StackConfig
 from components.model.elastic import ANY_NODE, Line
@@ -218,7 +218,7 @@ def kueue_configuration(cfg: StackConfig) -> dict[str, Any]:
         # blockAdmission stays false: one slow Job must not stop every other admission.
         "waitForPodsReady": {"timeout": f"{q.pods_ready_timeout_seconds}s", "blockAdmission": False},
         # Kueue manages jobs in team namespaces only: never an operator's own Jobs or pods.
-        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": "gpuaas.io/team", "operator": "Exists"}]},
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": resources.TEAM_LABEL, "operator": "Exists"}]},
         "integrations": {"frameworks": list(q.integrations)},
         **_resources(cfg),
     }

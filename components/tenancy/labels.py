@@ -7,7 +7,7 @@ from typing import Any, Final
 from components.model import resources
 
 #: Label on every team namespace; the admission policies' namespaceSelector matches on it.
-TEAM_LABEL: Final = "gpuaas.io/team"
+TEAM_LABEL: Final = resources.TEAM_LABEL
 PART_OF: Final = resources.PART_OF
 #: Namespace label of AKS teams with a partition: their ND pool (the pool policy binding selects on it).
 POOL_LABEL: Final = "gpuaas.io/node-pool"
