@@ -1,4 +1,4 @@
-"""Without the Prometheus stack's CRDs, `pulumi preview` and `pulumi up` stop, and nothing of the monitoring is installed.
+"""Without the Prometheus stack's CRDs, `pulumi preview` and `up` stop, and no monitoring object is installed.
 
 The real engine (e2e/engine.py: the Pulumi CLI, our language host, pulumi-resource-kubernetes) runs
 the repository's observability component (components/observability/component.py) on the onprem
@@ -103,4 +103,3 @@ def test_with_the_crds_the_same_up_installs_every_monitoring_object(engine: tupl
     # The token controller (kube-controller-manager) filled the scraper's token Secret.
     secret = kueue_scrape_objects(CFG)["scraper-token"]
     cp.kube.wait_for("the scraper's token", lambda: ((stored(cp, secret) or {}).get("data") or {}).get("token"), 60)
-

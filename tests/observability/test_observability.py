@@ -141,7 +141,6 @@ def test_showback_refuses_an_empty_period(capsys: pytest.CaptureFixture[str]) ->
     assert "must be after --from" in capsys.readouterr().err
 
 
-
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_monitoring_object_waits_on_the_prometheus_crd_reads(stack: str) -> None:
     """The reads of the prometheus-operator CRDs come before every object of the observability
@@ -170,6 +169,8 @@ def test_every_monitoring_object_waits_on_the_prometheus_crd_reads(stack: str) -
     not_waiting = [r.name for r in children if waits_on(r.urn) != reads]
     assert not not_waiting, f"sent without waiting on both CRD reads: {not_waiting}"
     outside = [
-        r.name for r in run.records if r.type.startswith("kubernetes:monitoring.coreos.com/") and r.parent != component.urn
+        r.name
+        for r in run.records
+        if r.type.startswith("kubernetes:monitoring.coreos.com/") and r.parent != component.urn
     ]
     assert not outside, outside

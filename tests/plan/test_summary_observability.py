@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from components.loader import parse_config
-from components.plan.summary import observability_lines
 from components.plan.offline import stack_config
+from components.plan.summary import observability_lines
 from components.plan.writer import HELM_RELEASE, main
 from tests.conftest import offline_run, raw_stack
 
@@ -79,7 +79,8 @@ def test_the_summary_lists_what_is_monitored_and_alerted_from_the_stacks_numbers
         "Monitoring: plugs into the Prometheus stack in 'prom' (monitors labelled prometheus=gpu, tier=platform, "
         "rules labelled role=alert-rules); needs its prometheus-operator CRDs (else pulumi up stops before any "
         "monitor) and kube-state-metrics",
-        f"  dcgm-exporter: GPU Operator ServiceMonitor, pod attribution, {fields} DCGM fields (ECC and retired pages on)",
+        f"  dcgm-exporter: GPU Operator ServiceMonitor, pod attribution, {fields} DCGM fields "
+        "(ECC and retired pages on)",
         "  Kueue: ServiceMonitor over HTTPS with its own ServiceAccount token (ClusterQueue resources on)",
         f"  {series} recorded series, every 30s; dashboards: platform, team (ConfigMaps in 'grafana')",
         "alert                          for  severity",
