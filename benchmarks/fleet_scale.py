@@ -46,7 +46,7 @@ from e2e.kube import Kube  # noqa: E402
 from e2e.plan_apply import install_crds  # noqa: E402
 from tests.e2e.fleet_kueue import FleetKueue  # noqa: E402
 from tests.e2e.fleet_nodes import fleet_nodes  # noqa: E402
-from tests.e2e.test_elastic_quotas_lend_and_reclaim import kueue_crds  # noqa: E402
+from tests.e2e.kueue_manager import kueue_crds  # noqa: E402
 
 CORES = 2
 GPU = "nvidia.com/gpu"
@@ -284,7 +284,8 @@ def fleet_part(config: dict[str, Any], out: dict[str, Any]) -> None:
 
 def engine_part(config: dict[str, Any], out: dict[str, Any]) -> None:
     """``pulumi up`` from empty and a no-change preview of the same config against a fleet of its nodes."""
-    from e2e.engine import NetworkOperatorStandIn, Stack
+    from e2e.engine import Operators, Stack
+    from e2e.plan_apply import install_prerequisites
 
     cfg = parse_config(gpuaas_section(config))
     specs = fleet_nodes(cfg)
@@ -292,8 +293,10 @@ def engine_part(config: dict[str, Any], out: dict[str, Any]) -> None:
     try:
         kubeconfig = fleet.cp.write_kubeconfig(fleet.cp.workdir / "engine.kubeconfig", context="bench-fleet")
         stack = Stack(kubeconfig, stack="bench")
+        # The Prometheus stack the platform plugs into (observability) is there before it.
+        install_prerequisites(fleet.kube, run_program("bench", config=config))
         stack.init({k: v for k, v in config.items()})
-        with NetworkOperatorStandIn(fleet.kube):
+        with Operators(fleet.kube, cfg):
             up = stack.up(timeout=3600)
             out["engine_up_s"] = round(up.seconds, 1)
             preview = stack.preview("--expect-no-changes", timeout=1800)

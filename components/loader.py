@@ -13,16 +13,14 @@ import datetime
 import json
 import os
 import re
-import types
-import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from components.model import charts, hami, kubernetes, yamlfile
+from components.model import charts, hami, kubernetes, typewalk, yamlfile
 from components.model.azure_grammar import normal_location
 from components.model.config import StackConfig
 from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
@@ -138,7 +136,7 @@ def parse_config(raw: Mapping[str, Any], today: datetime.date = kubernetes.REVIE
 
     ``today`` judges the Kubernetes version's support dates (:mod:`components.rules.versions`).
     """
-    booleans = list(_booleans(dict(raw), StackConfig))
+    booleans = list(typewalk.booleans(dict(raw), StackConfig))
     controls = sorted(set(control_character_issues(dict(raw))) | {issue for _loc, issue in booleans})
     if booleans:  # checked without them: a boolean taken as 1 would only invent other problems
         raw = copy.deepcopy(dict(raw))
@@ -153,77 +151,6 @@ def parse_config(raw: Mapping[str, Any], today: datetime.date = kubernetes.REVIE
     if issues or controls:
         raise ConfigError(_merge(controls, issues))
     return cfg
-
-
-def _admits_bool(tp: Any) -> bool:
-    """Whether a field of type ``tp`` takes ``true``/``false`` itself (``bool``, ``Any``, a Literal of one)."""
-    if tp is bool or tp is Any:
-        return True
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is typing.Literal:
-        return any(isinstance(a, bool) for a in args)
-    if origin is typing.Annotated:
-        return _admits_bool(args[0])
-    if origin in (typing.Union, types.UnionType):
-        return any(_admits_bool(a) for a in args)
-    return False
-
-
-def _items_of(tp: Any) -> Any:
-    """The item type of a list or map type (through Annotated and Optional), else ``None``."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is typing.Annotated:
-        return _items_of(args[0])
-    if origin in (typing.Union, types.UnionType):
-        found = [i for a in args if (i := _items_of(a)) is not None]
-        return found[0] if found else None
-    if origin in (list, tuple, set, frozenset):
-        return args[0] if args else None
-    if origin is dict:
-        return args[1] if len(args) == 2 else None
-    return None
-
-
-def _booleans(raw: Any, tp: Any, loc: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Issue]]:
-    """Every ``true``/``false`` where the model wants a number or a name.
-
-    Pydantic's lax mode takes a boolean for an int: ``gpus: true`` would be one GPU, ``vfIndex:
-    true`` VF 1, ``pods: false`` none. A general rule beside the per-field grammars: only a
-    boolean field takes a boolean.
-    """
-    if isinstance(raw, bool):
-        if not _admits_bool(tp):
-            word = "true" if raw else "false"
-            yield (
-                loc,
-                Issue(
-                    path(loc),
-                    f"{word} is a boolean where a number or a name is expected ({word} is not {int(raw)} here): "
-                    "write the value itself",
-                ),
-            )
-        return
-    models = [m for m, suffix in _models_in(tp) if not suffix]
-    if isinstance(raw, Mapping) and models:
-        model = max(models, key=lambda m: len(set(raw) & _keys_of(m)))
-        fields = {f.alias or n: f for n, f in model.model_fields.items()} | dict(model.model_fields)
-        for key, value in raw.items():
-            if isinstance(key, str) and key in fields:
-                yield from _booleans(value, fields[key].annotation, (*loc, key))
-        return
-    item = _items_of(tp)
-    if item is None:
-        return
-    if isinstance(raw, Mapping):
-        for key, value in raw.items():
-            yield from _booleans(value, item, (*loc, str(key)))
-    elif isinstance(raw, list):
-        for i, value in enumerate(raw):
-            yield from _booleans(value, item, (*loc, i))
-
-
-def _keys_of(model: type[BaseModel]) -> set[str]:
-    return {f.alias or n for n, f in model.model_fields.items()}
 
 
 def _merge(first: list[Issue], rest: Any) -> list[Issue]:
@@ -327,24 +254,11 @@ def allowed_keys() -> dict[Loc, list[str]]:
         else:
             out[loc] = sorted(f.alias or n for n, f in model.model_fields.items())
         for name, field in model.model_fields.items():
-            for sub, suffix in _models_in(field.annotation):
+            for sub, suffix in typewalk.models_in(field.annotation):
                 walk(sub, (*loc, field.alias or name, *suffix))
 
     walk(StackConfig, ())
     return out
-
-
-def _models_in(tp: Any) -> list[tuple[type[BaseModel], Loc]]:
-    origin = typing.get_origin(tp)
-    if origin is typing.Annotated:
-        return _models_in(typing.get_args(tp)[0])
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return [(tp, ())]
-    if origin in (list, tuple):
-        return [(m, ("*", *s)) for a in typing.get_args(tp) for m, s in _models_in(a)]
-    if origin in (typing.Union, types.UnionType):
-        return [x for a in typing.get_args(tp) for x in _models_in(a)]
-    return []
 
 
 def gpuaas_section(config: Mapping[str, Any]) -> dict[str, Any]:

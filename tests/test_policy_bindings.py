@@ -2,7 +2,7 @@
 
 Each of these one-word mutations left the unit suite green: ``matchPolicy: Equivalent`` → ``Exact`` on
 the DRA claim policy (a claim sent as ``resource.k8s.io/v1beta2`` would then skip it), the DRA pool
-binding selecting namespaces *without* the pool label (``Exists`` → ``DoesNotExist``), a binding's
+binding selecting namespaces *without* a label (``Exists`` → ``DoesNotExist``), a binding's
 selector dropped (then it binds the platform's own namespaces too). The table says what each one is,
 written out here, not read from the code; a policy the table does not know fails until it is pinned.
 
@@ -22,12 +22,6 @@ from components.loader import read_stack_file
 from components.plan.offline import ROOT, Run, run_program, stack_config
 
 TEAM_NAMESPACES = {"matchExpressions": [{"key": "gpuaas.io/team", "operator": "Exists"}]}
-TEAM_NAMESPACES_WITH_A_POOL = {
-    "matchExpressions": [
-        {"key": "gpuaas.io/team", "operator": "Exists"},
-        {"key": "gpuaas.io/node-pool", "operator": "Exists"},
-    ]
-}
 EVERY_NAMESPACE = None
 UNSET = None  # matchPolicy not written: the API's default, Equivalent
 
@@ -42,12 +36,19 @@ PINNED: dict[str, tuple[str | None, dict[str, Any] | None, dict[str, Any] | None
     "gpuaas-team-node-pool": (UNSET, EVERY_NAMESPACE, TEAM_NAMESPACES),
     # DRA: claims and templates, every served version converted to v1 for the CEL.
     "gpuaas-team-claims": ("Equivalent", TEAM_NAMESPACES, TEAM_NAMESPACES),
-    # DRA on AKS: pods that claim devices select their team's pool; only namespaces that have one.
-    "gpuaas-team-dra-node-pool": (UNSET, EVERY_NAMESPACE, TEAM_NAMESPACES_WITH_A_POOL),
+    # DRA on AKS: pods that claim devices select their team's pool, and a team without one only
+    # pools no team owns (issue #21 item 12): every team namespace, as the device-plugin pool guard.
+    "gpuaas-team-dra-node-pool": (UNSET, EVERY_NAMESPACE, TEAM_NAMESPACES),
     # Elastic quotas: GPU workloads go through the team's queue, in team namespaces.
     **{
         f"gpuaas-team-queue-{kind}": (UNSET, TEAM_NAMESPACES, TEAM_NAMESPACES)
         for kind in ("pods", "jobs", "jobsets", "pytorchjobs", "mpijobs", "deployments", "statefulsets", "replicasets")
+    },
+    # Elastic quotas: no forged controller ownerReference, no unsuspend but Kueue's, in team namespaces.
+    "gpuaas-team-queue-owners": (UNSET, TEAM_NAMESPACES, TEAM_NAMESPACES),
+    **{
+        f"gpuaas-team-queue-suspend-{kind}": (UNSET, TEAM_NAMESPACES, TEAM_NAMESPACES)
+        for kind in ("jobs", "jobsets", "pytorchjobs", "mpijobs")
     },
 }
 
@@ -63,7 +64,8 @@ def _variants() -> Iterator[tuple[str, str, dict[str, Any]]]:
     yield "onprem-dra", "onprem", read_stack_file(ROOT / "tests" / "stacks" / "onprem-dra.yaml")
     aks_dra = copy.deepcopy(stack_config("aks"))
     aks_dra["gpuaas:gpuOperator"]["resourceModel"] = "dra"
-    aks_dra["gpuaas:platform"]["kubernetesVersion"] = "1.34.2"
+    aks_dra["gpuaas:platform"]["kubernetesVersion"] = "1.35.7"
+    aks_dra["gpuaas:gpuOperator"]["dra"] = {"cdiEnabled": True}  # Ubuntu 22.04 pools: acknowledged
     yield "aks-dra", "aks", aks_dra
 
 

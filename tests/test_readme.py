@@ -77,7 +77,8 @@ def test_a_team_that_fits_changes_no_other_team(last_run: Path, tmp_path: Path) 
     assert {diff.owner[p][0] for p in diff.added} == {"robotics"}
     kinds = sorted(p.rsplit("/", 1)[1].split("-", 1)[0] for p in diff.added)
     assert kinds == [
-        "ClusterQueue", "LimitRange", "LocalQueue", "Namespace", "ResourceQuota", "ResourceQuota", "RoleBinding"
+        "ClusterQueue", "LimitRange", "LocalQueue", "Namespace", "PrometheusRule", "ResourceQuota", "ResourceQuota",
+        "RoleBinding",
     ]  # fmt: skip
 
 
@@ -93,6 +94,7 @@ def test_a_team_with_a_partition_changes_what_the_readme_says(last_run: Path, tm
     rest = sorted(p for p in diff.changed if not p.endswith("ResourceQuota-gpuaas-team-quota.yaml"))
     assert rest == [
         "k8s/_cluster/NicClusterPolicy-nic-cluster-policy.yaml",
+        "k8s/monitoring/PrometheusRule-gpuaas-fleet.yaml",  # the GPUs each node group offers
         "k8s/nvidia-network-operator/ConfigMap-gpuaas-opensm-partitions-0.yaml",
         "k8s/nvidia-network-operator/ConfigMap-gpuaas-opensm.yaml",
         "k8s/nvidia-network-operator/ConfigMap-gpuaas-vf-guids-h100-full-0.yaml",

@@ -132,13 +132,22 @@ def _queue_lines(cfg: StackConfig) -> list[str]:
     return out
 
 
+def _labels(labels: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "(any)"
+
+
 def observability_lines(cfg: StackConfig) -> list[str]:
     """What is monitored and alerted (``observability.enabled``)."""
     o = cfg.observability
     prom = o.prometheus
-    sel = ", ".join(f"{k}={v}" for k, v in sorted(prom.monitor_labels.items())) or "(any)"
+    monitors, rules = _labels(prom.monitor_labels), _labels(prom.rule_labels)
+    labelled = (
+        f"monitors and rules labelled {monitors}"
+        if monitors == rules
+        else f"monitors labelled {monitors}, rules labelled {rules}"
+    )
     out = [
-        f"Monitoring: plugs into the Prometheus stack in {prom.namespace!r} (monitors and rules labelled {sel}); "
+        f"Monitoring: plugs into the Prometheus stack in {prom.namespace!r} ({labelled}); "
         "needs its prometheus-operator CRDs (else pulumi up stops before any monitor) and kube-state-metrics",
         f"  dcgm-exporter: GPU Operator ServiceMonitor, pod attribution, {len(DCGM_COUNTERS)} DCGM fields "
         "(ECC and retired pages on)",

@@ -161,11 +161,11 @@ def test_dra_needs_cdi_in_the_container_runtime() -> None:
     # AKS: the pools' OS images show it. Ubuntu 22.04 (containerd 1.7) is refused, 24.04 passes.
     aks = raw_stack("aks")
     aks["gpuOperator"]["resourceModel"] = "dra"
-    aks["platform"]["kubernetesVersion"] = "1.34.2"
+    aks["platform"]["kubernetesVersion"] = "1.35.7"
     assert [i.split(":")[1] for i in issues_of(aks)] == ["platform.gpuPools[0].osSku", "platform.gpuPools[1].osSku"]
     assert "Ubuntu2204: its nodes run containerd 1.7" in issues_of(aks)[0]
-    for pool in aks["platform"]["gpuPools"]:
-        pool["osSku"] = "Ubuntu2404"
+    for pool in [*aks["platform"]["gpuPools"], aks["platform"]["systemPool"]]:
+        pool["osSku"] = "Ubuntu2404"  # one OS for the whole cluster (components/rules/versions.py)
     assert dra.uses_dra(parse_config(aks))
     # the device-plugin model never asks (the GPU Operator's toolkit configures the runtime)
     del raw["gpuOperator"]["resourceModel"]

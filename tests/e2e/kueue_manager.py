@@ -137,11 +137,20 @@ class Kueue:
     """
 
     def __init__(
-        self, cp: ControlPlane, workdir: Path, cfg: StackConfig = CFG, pods_ready_timeout: str | None = "3600s"
+        self,
+        cp: ControlPlane,
+        workdir: Path,
+        cfg: StackConfig = CFG,
+        pods_ready_timeout: str | None = "3600s",
+        metrics: bool = False,
     ) -> None:
+        """``metrics``: serve the metrics endpoint as the chart does (the stack's ``metrics``
+        settings, HTTPS with controller-runtime's authentication and authorization filter) on a
+        loopback port, :attr:`metrics_port`; off by default (nothing here scrapes it)."""
         self.cp, self.workdir, self.cfg = cp, workdir, cfg
         self.pods_ready_timeout = pods_ready_timeout
         self.health_port, self.webhook_port = free_port(), free_port()
+        self.metrics_port = free_port() if metrics else None
         self.log = workdir / "kueue.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -152,7 +161,11 @@ class Kueue:
         conf.update(
             leaderElection={"leaderElect": False},
             health={"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
-            metrics={"bindAddress": "0"},
+            metrics=(
+                {**conf["metrics"], "bindAddress": f"127.0.0.1:{self.metrics_port}"}
+                if self.metrics_port is not None
+                else {"bindAddress": "0"}
+            ),
             webhook={"port": self.webhook_port, "host": "127.0.0.1", "certDir": str(self.workdir / "certs")},
             # An aggregated API server of its own (needs the cluster's front-proxy CA): not here.
             featureGates={"VisibilityOnDemand": False},

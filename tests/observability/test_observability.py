@@ -13,6 +13,7 @@ import pytest
 from components.loader import parse_config
 from components.model.config import StackConfig
 from components.model.errors import ConfigError
+from components.observability.component import REQUIRED_CRDS
 from components.observability.monitors import KUEUE_RELEASE, kueue_scrape_objects, prometheus_rules
 from components.observability.rules import PROOF_JOBS
 from components.observability.showback import main
@@ -138,3 +139,38 @@ def test_showback_refuses_an_unreachable_prometheus(capsys: pytest.CaptureFixtur
 def test_showback_refuses_an_empty_period(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--prometheus", "http://127.0.0.1:1", "--from", "2026-12-02", "--to", "2026-12-01"]) == 1
     assert "must be after --from" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_monitoring_object_waits_on_the_prometheus_crd_reads(stack: str) -> None:
+    """The reads of the prometheus-operator CRDs come before every object of the observability
+    step (directly or through what it depends on), so a missing CRD stops the run before any of
+    them is sent (tests/e2e/test_observability_refuses_without_prometheus_crds.py: for real);
+    and no monitoring custom resource of the plan lives outside that step."""
+    run = offline_run(stack)
+    by_urn = {r.urn: r for r in run.records}
+    (component,) = run.of_type("gpuaas:index:Observability")
+    crd_type = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+    reads = {f"{crd_type}::{component.name}-needs-{crd.split('.')[0]}-crd" for crd in REQUIRED_CRDS}
+
+    def waits_on(urn: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        found: set[str] = set()
+        for dep in by_urn[urn].dependencies:
+            read = dep.rsplit("$", 1)[-1]
+            if read in reads:
+                found.add(read)
+            elif dep in by_urn and dep not in seen:
+                found |= waits_on(dep, seen | {urn})
+        return found
+
+    children = [r for r in run.records if r.parent == component.urn]
+    kinds = {r.type.rsplit(":", 1)[1] for r in children}
+    assert {"PrometheusRule", "ConfigMap"} <= kinds, kinds
+    not_waiting = [r.name for r in children if waits_on(r.urn) != reads]
+    assert not not_waiting, f"sent without waiting on both CRD reads: {not_waiting}"
+    outside = [
+        r.name
+        for r in run.records
+        if r.type.startswith("kubernetes:monitoring.coreos.com/") and r.parent != component.urn
+    ]
+    assert not outside, outside

@@ -243,9 +243,10 @@ def test_an_aks_hami_pool_tolerates_its_taints_and_brings_the_operators_driver_r
     toleration = {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
     assert v["devicePlugin"]["tolerations"] == [toleration]
     assert v["devicePlugin"]["nvidiaDriverRoot"] == hami_operator.OPERATOR_DRIVER_ROOT
-    assert v["scheduler"]["kubeScheduler"]["image"]["tag"] == "v1.33.5"  # the AKS default version
-    # kube-scheduler 1.33 starts no DRA informers: no read rules to add.
-    assert set(hami_operator.hami_objects(cfg)) == {"namespace"}
+    # The AKS default version (components/model/versions.py).
+    assert v["scheduler"]["kubeScheduler"]["image"]["tag"] == "v1.36.3"
+    # kube-scheduler 1.36 watches resource.k8s.io (DRA is GA from 1.34): the read rules 2.10.0 lacks.
+    assert set(hami_operator.hami_objects(cfg)) == {"namespace", "dra-read-role", "dra-read-binding"}
     pool = cfg.aks.pools_by_name["ndhami"]  # type: ignore[union-attr]
     labels = node_labels(cfg, pool)
     assert {k: labels[k] for k in resources.HAMI_NODE_LABELS} == dict(resources.HAMI_NODE_LABELS)

@@ -116,13 +116,6 @@ CASES: list[tuple[str, list[Edit], str, str, list[Edit]]] = [
         [hami_setting(driver="devicePlugin"), version("1.35.4")],
     ),
     (
-        "dra-driver-on-1.34",
-        [hami_setting(driver="dra"), version("1.34.4")],
-        f"gpuaas:{G}.hami.driver",
-        "dra on Kubernetes 1.34",
-        [version("1.34.4")],
-    ),
-    (
         "dra-driver-without-version",
         [hami_setting(driver="dra"), version(None)],
         f"gpuaas:{G}.hami.driver",
@@ -134,7 +127,7 @@ CASES: list[tuple[str, list[Edit], str, str, list[Edit]]] = [
         [version(None)],
         "gpuaas:platform.kubernetesVersion",
         "is required with a HAMi node group",
-        [version("1.34.4")],
+        [version("1.35.4")],
     ),
     (
         "version-without-patch",
@@ -314,6 +307,6 @@ def test_an_aks_pool_may_be_a_hami_pool_and_may_not_set_hamis_labels() -> None:
     pool = raw["platform"]["gpuPools"][-1]
     assert any(i.startswith("gpuaas:platform.gpuPools[2].minCount") and "fixed size" in i for i in issues(raw))
     pool.update(minCount=2, maxCount=2)
-    assert issues(raw) == [], "AKS declares its version (default 1.33.5) and taints its pools"
+    assert issues(raw) == [], "AKS declares its version (default 1.36.3) and taints its pools"
     pool["labels"] = {"gpu": "on"}
     assert any(i.startswith('gpuaas:platform.gpuPools[2].labels["gpu"]') for i in issues(raw)), issues(raw)
