@@ -28,6 +28,7 @@ from e2e.fleet import Fleet
 from e2e.kube import Kube
 from e2e.plan_apply import Applied, HelmReleases, apply_plan, install_prerequisites
 from tests.conftest import offline_run, raw_stack
+from tests.e2e import chart_daemonsets
 from tests.e2e.conftest import _say, need_upstream
 from tests.e2e.fleet_nodes import fleet_nodes
 
@@ -113,3 +114,15 @@ def test_the_charts_and_our_workloads_are_ready_on_the_pools(installed: Installe
         for pod in kube.list("v1", "Pod", ns):
             phase = (pod.get("status") or {}).get("phase")
             assert pod["spec"].get("nodeName") and phase in ("Running", "Succeeded"), (pod["metadata"]["name"], phase)
+
+
+def test_every_chart_daemonset_runs_on_exactly_its_nodes(installed: Installed) -> None:
+    """Each DaemonSet the real charts render with the AKS plan's values (NFD's worker:
+    tests/e2e/chart_daemonsets.py) has one Running pod on each node it is meant for: every pool's
+    node, the ND pools' ``nvidia.com/gpu`` taint tolerated; none elsewhere, none Pending."""
+    releases = {
+        r.inputs["name"]: release(installed.kube, r.inputs["name"], r.inputs["namespace"])
+        for r in offline_run("aks").records
+        if r.type == HELM_RELEASE
+    }
+    chart_daemonsets.check("aks", installed.kube, fleet_nodes(CFG), releases)

@@ -43,6 +43,7 @@ from e2e.fleet import OUTCOME, Fleet
 from e2e.kube import Kube
 from e2e.plan_apply import install_prerequisites, planned_objects, stored_differences
 from tests.conftest import offline_run
+from tests.e2e import chart_daemonsets
 from tests.e2e.conftest import _say, need_upstream
 from tests.e2e.fleet_nodes import ONPREM_WORKER, fleet_nodes
 
@@ -271,6 +272,18 @@ def test_every_workload_is_ready_because_kwok_runs_its_pods(deployed: Deployed) 
     assert not pending, pending
     for name in NOT_SERVED_HERE:
         assert kube.get("apiregistration.k8s.io/v1", "APIService", name) is None
+
+
+def test_every_chart_daemonset_runs_on_exactly_its_nodes(deployed: Deployed) -> None:
+    """Each DaemonSet the real charts render with our values (NFD's worker: tests/e2e/chart_daemonsets.py,
+    from the charts' templates and values) has one Running pod on each node it is meant for, on
+    the onprem fleet (the DGX nodes and the plain worker), none elsewhere, none Pending."""
+    releases = {
+        r.inputs["name"]: helm_release(deployed.kube, r.inputs["name"], r.inputs["namespace"])
+        for r in offline_run("onprem").records
+        if r.type == HELM_RELEASE
+    }
+    chart_daemonsets.check("onprem", deployed.kube, fleet_nodes(CFG), releases)
 
 
 JOB_PROGRAM = """

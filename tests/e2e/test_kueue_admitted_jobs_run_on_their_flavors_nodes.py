@@ -25,6 +25,7 @@ from functools import partial
 
 import pytest
 
+from components.model.config import StackConfig
 from components.model.teams import Team
 from e2e.kube import Obj
 from tests.e2e.conftest import PLACEMENT_SUMMARY
@@ -240,7 +241,8 @@ def test_the_burn_in_runs_at_its_priority_and_a_team_job_preempts_it(onprem_kueu
 @FLAVORS_WITHOUT_POOL
 def test_a_pool_scaled_up_takes_admitted_team_jobs(aks_kueue: KueueFleet) -> None:
     """AKS: a Job bigger than the pool's one node is admitted (the quota is the pool's maxCount) and
-    runs once the pool grows by a node (the autoscaler, tests/e2e/fleet_scaling.py)."""
+    runs once the pool grows by a node (the autoscaler, tests/e2e/fleet_scaling.py); the new node
+    gets the platform's node agents (:func:`node_agents_of_an_nd_node`), Running."""
     kf, kube = aks_kueue, aks_kueue.kube
     team = next(t for t in kf.cfg.teams if getattr(t.partition, "node_pool", None))
     pool = team.partition.node_pool  # type: ignore[union-attr]
@@ -259,9 +261,41 @@ def test_a_pool_scaled_up_takes_admitted_team_jobs(aks_kueue: KueueFleet) -> Non
         nodes = {p["spec"]["nodeName"] for p in pods}
         after = {s.name for s in kf.specs if s.group == pool}
         assert nodes <= after and nodes - before, (nodes, before, after)
+        # The new nodes get the platform's node agents, each named by the oracle (not found by looking).
+        new = after - before
+        assert new, (before, after)
+        ns = kf.cfg.network.namespace
+        agents = node_agents_of_an_nd_node(kf.cfg)
+        for agent in sorted(agents):
+            assert kube.get("apps/v1", "DaemonSet", agent, ns) is not None, f"DaemonSet {ns}/{agent} is not there"
+
+        def reached() -> dict[str, dict[str, str]]:
+            on = {a: kf.fleet.daemonset_nodes(ns, a) for a in agents}
+            done = all(all(on[a].get(n) == "Running" for n in new) and "" not in on[a] for a in agents)
+            return {} if done else on
+
+        with contextlib.suppress(TimeoutError):  # the assertion below says which agent misses which node
+            kube.wait_for("the node agents Running on the new nodes", lambda: not reached(), timeout=120)
+        missing = reached()
+        assert not missing, f"new nodes {sorted(new)}: {missing}"
+        PLACEMENT_SUMMARY.append(f"aks     pool {pool} grown: {sorted(agents)} Running on {sorted(new)}")
+        # ... and no other DaemonSet that runs on the pool's first node misses the new ones.
         for ds in kube.list("apps/v1", "DaemonSet"):
             st = ds["metadata"]["namespace"], ds["metadata"]["name"]
             on = kf.fleet.daemonset_nodes(*st)
-            assert (after - before) <= set(on) or not (before & set(on)), (st, on)
+            assert new <= set(on) or not (before & set(on)), (st, on)
     finally:
         cleanup(kf, [(team, name)])
+
+
+def node_agents_of_an_nd_node(cfg: StackConfig) -> set[str]:
+    """The DaemonSets of gpuaas a node added to an AKS ND pool must run (README "Components, in
+    install order"): ``ib-node-config`` (item 4: kernel modules, memlock on every InfiniBand node)
+    and, with ``network.rdmaSharedDevicePlugin: standalone``, the RDMA shared device plugin
+    ``rdma-shared-dp-ds`` (item 5). The NicClusterPolicy's and the GPU Operator's DaemonSets come
+    from the operators, which do not run here; the charts' NFD worker is not installed on this fleet
+    (its placement: tests/e2e/test_aks_plan_installs_its_charts_on_the_fleet.py)."""
+    agents = {"ib-node-config"}
+    if cfg.network.rdma_shared_device_plugin == "standalone":
+        agents.add("rdma-shared-dp-ds")
+    return agents
