@@ -37,6 +37,7 @@ from components.model.resources import GPU
 from components.plan.writer import HELM_RELEASE
 from components.queueing import queues
 from components.queueing.admission import QUEUE_LABEL
+from components.queueing.controllers import kueue_identity
 from e2e.controlplane import KCM_USER, ControlPlane
 from e2e.engine import mirror
 from e2e.kube import ApiError, Identity, Kube
@@ -52,6 +53,11 @@ WHO: Final = Identity(f"member-of-{A}@example.com", tuple(TEAMS[A].groups))
 #: Who our queue guards exempt: kube-controller-manager (the Job controller's user here, in
 #: system:masters as e2e/controlplane.py signs it in). What it sends meets Kueue's webhooks alone.
 CONTROLLER: Final = Identity(KCM_USER, ("system:masters", "system:authenticated"))
+#: Who releases a held workload: Kueue's manager (its ServiceAccount; the suspend guard lets it alone).
+KUEUE: Final = Identity(
+    kueue_identity(CFG),
+    ("system:serviceaccounts", f"system:serviceaccounts:{CFG.queues.namespace}", "system:authenticated"),
+)
 #: More GPUs than the fleet has: Kueue never admits it, so it stays held.
 NEVER: Final = {GPU: "64"}
 GATE: Final = "kueue.x-k8s.io/admission"
@@ -224,14 +230,14 @@ def test_kueues_webhooks_accept_unsuspending_a_held_job_and_our_guard_refuses_it
     kube = queued.kube
     try:
         kube.create(job("unsuspend", A, NEVER), as_=WHO)
-        # Kueue's webhooks alone (the controller identity our guards exempt): accepted.
+        # Kueue's webhooks alone (Kueue's own identity, which our suspend guard exempts): accepted.
         kube.request(
             "PATCH",
             kube.resource("batch/v1", "Job").path(A, "unsuspend"),
             {"spec": {"suspend": False}},
             content_type="application/merge-patch+json",
             query={"dryRun": "All"},
-            as_=CONTROLLER,
+            as_=KUEUE,
         )
         # A team member: refused by our guard.
         with pytest.raises(ApiError) as err:

@@ -36,6 +36,7 @@ from components.loader import parse_config
 from components.model.config import StackConfig
 from components.model.resources import sriov_resource
 from components.model.teams import OnPremPartition
+from components.queueing.admission import QUEUE_LABEL
 from components.tenancy.networks import nad_name
 from e2e import cni
 from e2e.kube import Identity
@@ -131,7 +132,14 @@ def admitted_pod(onprem: AppliedStack, cni_tools: Path) -> Iterator[dict[str, An
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": POD, "namespace": TEAM.ns, "annotations": {cni.NETWORKS_ANNOTATION: nad_name(TEAM)}},
+        "metadata": {
+            "name": POD,
+            "namespace": TEAM.ns,
+            "annotations": {cni.NETWORKS_ANNOTATION: nad_name(TEAM)},
+            # An RDMA pod goes through its team's queue (gpuaas-team-queue-pods; Kueue's pod
+            # integration gates it on a cluster, and no Kueue runs here).
+            "labels": {QUEUE_LABEL: TEAM.name},
+        },
         "spec": {
             "containers": [
                 {

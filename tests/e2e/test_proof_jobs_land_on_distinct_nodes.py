@@ -17,8 +17,10 @@ import pytest
 
 from components.model.teams import AksPartition, OnPremPartition, Team
 from e2e.kube import Obj
+from e2e.plan_apply import planned_objects
 from tests.e2e.conftest import PLACEMENT_SUMMARY, StackFleet
 from tests.e2e.fleet_scaling import scale_for
+from tests.e2e.kueue_manager import delete_job
 
 STACKS: Final = ("onprem", "aks")
 PROOF_LABEL: Final = "app.kubernetes.io/name=gpuaas-verify"
@@ -50,6 +52,27 @@ def _requests(pod: Obj) -> dict[str, str]:
     for c in pod["spec"]["containers"]:
         out |= (c.get("resources") or {}).get("requests") or {}
     return out
+
+
+def _started_again_if_ended(sf: StackFleet, selector: str) -> None:
+    """The plan's Jobs of ``selector`` that have ended, created again from the plan, as a re-run
+    of the proofs would: each proof Job has an ``activeDeadlineSeconds`` (20 or 30 minutes), and
+    the session's fleet may be older than that when this test runs (the Job controller has then
+    failed it, DeadlineExceeded, and removed its pods)."""
+    kube = sf.kube
+    planned = {
+        (p.obj["metadata"].get("namespace"), p.obj["metadata"]["name"]): p.obj
+        for p in planned_objects(sf.run)
+        if p.obj["kind"] == "Job"
+    }
+    for job in kube.list("batch/v1", "Job", selector=selector):
+        ended = {c["type"] for c in job.get("status", {}).get("conditions") or [] if c["status"] == "True"}
+        if not ended & {"Failed", "Complete"}:
+            continue
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        delete_job(kube, ns, name)
+        kube.wait_for(f"Job {ns}/{name} gone", lambda ns=ns, name=name: kube.get("batch/v1", "Job", name, ns) is None)
+        kube.create(planned[(ns, name)])
 
 
 def _unschedulable(pod: Obj) -> bool:
@@ -101,6 +124,7 @@ def _check_pair(sf: StackFleet, what: str, pods: list[Obj], allowed: set[str], r
 def test_each_ib_write_bw_pair_runs_on_two_nodes_of_its_group(request: pytest.FixtureRequest, stack: str) -> None:
     sf = stack_fleet(request, stack)
     for team in _verify_teams(sf):
+        _started_again_if_ended(sf, f"{PROOF_LABEL},gpuaas.io/verify-target={team.name}")
         sel = f"{PROOF_LABEL},gpuaas.io/verify-target={team.name},gpuaas.io/verify-pair=ib"
         pods = _running_pods(sf, team.ns, sel, 2)
         roles = sorted(p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods)
@@ -113,6 +137,7 @@ def test_each_nccl_pair_runs_on_two_gpu_nodes_of_its_group(request: pytest.Fixtu
     sf = stack_fleet(request, stack)
     whole_gpus = {s.name for s in sf.specs if int(s.capacity.get("nvidia.com/gpu", "0")) > 0}
     for team in _verify_teams(sf):
+        _started_again_if_ended(sf, f"{PROOF_LABEL},gpuaas.io/verify-target={team.name}")
         sel = f"{PROOF_LABEL},gpuaas.io/verify-target={team.name},gpuaas.io/verify-pair=nccl"
         pods = _running_pods(sf, team.ns, sel, 2)
         allowed = team_nodes(sf, team) & whole_gpus
@@ -133,6 +158,7 @@ def test_each_isolation_probe_has_its_client_and_server_on_two_nodes(
     request: pytest.FixtureRequest, stack: str
 ) -> None:
     sf = stack_fleet(request, stack)
+    _started_again_if_ended(sf, "gpuaas.io/isolation-probe")
     jobs = [j for j in sf.kube.list("batch/v1", "Job", selector="gpuaas.io/isolation-probe")]
     assert jobs, "the plan has no isolation probe"
     probes = {j["metadata"]["labels"]["gpuaas.io/isolation-probe"] for j in jobs}
@@ -146,7 +172,15 @@ def test_each_isolation_probe_has_its_client_and_server_on_two_nodes(
         )
         return found if ok else None
 
-    found: dict[str, list[Obj]] = sf.kube.wait_for("every probe's two pods Running", placed, timeout=120)
+    try:
+        found: dict[str, list[Obj]] = sf.kube.wait_for("every probe's two pods Running", placed, timeout=120)
+    except TimeoutError as e:
+        pods = {
+            p: [(x["metadata"]["name"], x["spec"].get("nodeName"), x.get("status")) for x in v]
+            for p, v in _probes(sf).items()
+        }
+        states = {j["metadata"]["name"]: (j["spec"].get("suspend"), j.get("status")) for j in jobs}
+        raise AssertionError(f"{e}\njobs: {states}\npods: {pods}") from e
     for probe in sorted(probes):
         pods = found[probe]
         roles = {p["metadata"]["labels"].get("gpuaas.io/isolation-role", "client"): p for p in pods}
