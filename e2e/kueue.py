@@ -393,3 +393,48 @@ def play_pods(kube: Kube, namespace: str, ready: bool) -> None:
             {"status": {"phase": "Running", "conditions": conditions, "containerStatuses": containers}},
             sub="status",
         )
+
+
+# --------------------------------------------------------------------------------------------
+# 6: uninstalling the chart
+
+
+#: The chart's aggregated ClusterRoles (templates/rbac/batch_{admin,user}_role.yaml).
+AGGREGATED_ROLES: Final = (f"{FULLNAME}-batch-admin-role", f"{FULLNAME}-batch-user-role")
+
+
+def clear_after_uninstall(kube: Kube, namespace: str) -> list[str]:
+    """What an operator clears so that ``helm uninstall --wait`` of Kueue's chart can finish (the
+    README's "Removing the platform"); returns what it did, for the test's log.
+
+    1. kube-controller-manager's clusterrole-aggregation controller *applies* an aggregated
+       ClusterRole's rules (server-side apply, ``Force``; k8s.io/kubernetes v1.37.2
+       pkg/controller/clusterroleaggregation ``applyClusterRoles``) whenever one of its source
+       roles changes: when Helm deletes the chart's roles together, the aggregate it deleted a
+       moment before is created again, without its ``aggregationRule``, and Helm's wait for its
+       deletion never ends. Such a re-created role (no aggregationRule) is deleted; the chart's
+       own, which has one, is left to Helm.
+    2. Kueue's objects keep finalizers (``kueue.x-k8s.io/resource-in-use``) that only its manager
+       removes, and Helm deletes the manager's ServiceAccount with the CRDs: an object left then
+       holds its CRD Terminating for ever. Once the ServiceAccount is gone, the finalizers of
+       Kueue objects whose CRD is being deleted are removed.
+    """
+    done: list[str] = []
+    for name in AGGREGATED_ROLES:
+        role = kube.get("rbac.authorization.k8s.io/v1", "ClusterRole", name)
+        if role is not None and "aggregationRule" not in role:
+            kube.delete("rbac.authorization.k8s.io/v1", "ClusterRole", name)
+            done.append(f"ClusterRole {name} (re-created by the aggregation controller): deleted")
+    if kube.get("v1", "ServiceAccount", SERVICE_ACCOUNT, namespace) is not None:
+        return done
+    for crd in kube.list(CRD_API, "CustomResourceDefinition"):
+        if crd["spec"]["group"] != KUEUE_GROUP or not crd["metadata"].get("deletionTimestamp"):
+            continue
+        version = next(v["name"] for v in crd["spec"]["versions"] if v.get("storage"))
+        api, kind = f"{KUEUE_GROUP}/{version}", crd["spec"]["names"]["kind"]
+        for obj in kube.list(api, kind):
+            if obj["metadata"].get("finalizers"):
+                meta = obj["metadata"]
+                kube.patch(api, kind, meta["name"], meta.get("namespace"), {"metadata": {"finalizers": None}})
+                done.append(f"{kind} {meta.get('namespace') or ''}/{meta['name']}: finalizers removed")
+    return done

@@ -16,6 +16,7 @@ manager serving the chart's webhooks (e2e/kueue.py).
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import dataclasses
 import gzip
@@ -24,6 +25,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +42,8 @@ from components.plan.writer import HELM_RELEASE
 from e2e.controlplane import ControlPlane
 from e2e.engine import Operators, Stack, repo_stack_config
 from e2e.fleet import OUTCOME, Fleet
-from e2e.kube import Kube
+from e2e.kube import ApiError, Kube
+from e2e.kueue import clear_after_uninstall
 from e2e.plan_apply import install_prerequisites, planned_objects, stored_differences
 from tests.conftest import offline_run
 from tests.e2e import chart_daemonsets
@@ -641,7 +644,24 @@ def test_destroy_refuses_protected_and_leaves_retained(deployed: Deployed) -> No
         assert kube.get("v1", "Namespace", team) is not None, team
     # Unprotecting is the deliberate step protect asks for; then destroy goes through.
     deployed.stack.pulumi("state", "unprotect", "--all", "--yes")
-    deployed.stack.pulumi("destroy", "--yes")
+    # While Helm uninstalls Kueue's chart, the test does what README "Removing the platform" tells
+    # an operator to do (e2e/kueue.py clear_after_uninstall: an upstream race and finalizers only
+    # Kueue's deleted manager could remove); without it Helm's wait never ends.
+    stop, cleared = threading.Event(), []
+
+    def clear() -> None:
+        while not stop.wait(1.0):
+            with contextlib.suppress(ApiError, OSError):
+                cleared.extend(clear_after_uninstall(kube, CFG.queues.namespace))
+
+    player = threading.Thread(target=clear, daemon=True)
+    player.start()
+    try:
+        deployed.stack.pulumi("destroy", "--yes")
+    finally:
+        stop.set()
+        player.join(timeout=10)
+    print("\n".join(["e2e: destroy: cleared after Kueue's uninstall:", *cleared]))
     assert deployed.stack.resources() == []
     # retainOnDelete: the node labels (MIG layout, device-plugin config) stay on the nodes.
     for name, labels in labels_before.items():
