@@ -66,6 +66,8 @@ KWOK_USER = "system:kwok-controller"
 # `*` does not). The cloud ones (service-lb, node-route, cloud-node-lifecycle) and node-ipam skip
 # themselves without a cloud provider or --allocate-node-cidrs.
 CONTROLLERS = ("*",)
+#: Served beside resource.k8s.io/v1 (see start_apiserver).
+DRA_BETA = "resource.k8s.io/v1beta2"
 SERVICE_CIDR = "10.96.0.0/16"
 # KWOK's pod addresses (its --cidr).
 KWOK_POD_CIDR = "10.244.0.0/16"
@@ -370,6 +372,11 @@ class ControlPlane:
                 "--allow-privileged=true",
                 # No endpoints for the `kubernetes` Service: 127.0.0.1 is refused as an endpoint address.
                 "--endpoint-reconciler-type=none",
+                # DRA's beta API served beside v1, as on a cluster that still enables it for older
+                # clients (off by default on 1.35 and 1.37: pkg/controlplane/instance.go,
+                # betaAPIGroupVersionsDisabledByDefault): a claim sent as v1beta2 must meet the same
+                # policies (matchPolicy Equivalent; tests/e2e/test_dra_quota_and_claim_guard_hold.py).
+                f"--runtime-config={DRA_BETA}=true",
                 "--profiling=false",
                 "--v=1",
             ],

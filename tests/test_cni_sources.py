@@ -1,6 +1,6 @@
 """The ``cni`` tool set is built from the upstream folder's sources, checked, and never from a copy.
 
-``e2e/toolchain.py`` ``_stage_cni_sources`` runs before any go command: it links ``e2e/cni/upstream``
+``e2e/toolsets.py`` ``_stage_cni_sources`` runs before any go command: it links ``e2e/cni/upstream``
 to ``$GPUAAS_UPSTREAM/src`` only when every file of multus-cni, the attachment-definition client,
 ib-sriov-cni and rdma-cni has the blob id the folder's ``MANIFEST-charts-src.tsv`` records, and its
 answer (those rows) is part of the set's cache key. Here it runs against copies of the folder's
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e import toolchain
+from e2e import toolchain, toolsets
 from e2e import upstream as fixtures
 
 CNI = toolchain.TOOLSETS["cni"]
@@ -36,7 +36,7 @@ def _stage(tmp_path: Path, folder: Path, monkeypatch: pytest.MonkeyPatch) -> byt
     monkeypatch.setenv(fixtures.ENV, str(folder))
     module = tmp_path / "module"
     module.mkdir(exist_ok=True)
-    return toolchain._stage_cni_sources(dataclasses.replace(CNI, module_dir=module))
+    return toolsets._stage_cni_sources(dataclasses.replace(CNI, module_dir=module))
 
 
 def test_intact_sources_are_linked_and_their_rows_are_the_key(

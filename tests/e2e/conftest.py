@@ -3,7 +3,7 @@
 Every test under ``tests/e2e`` is marked ``e2e`` (``make unit`` leaves them out, ``make e2e``
 runs only them; ``make test`` runs both). The control plane is Kubernetes ``$GPUAAS_E2E_KUBERNETES``
 (``make e2e KUBERNETES=1.35``; default the newest supported minor); ``make e2e`` runs the whole
-suite on the newest and the tests marked ``every_minor`` (plan apply, isolation, quota) on the
+suite on the newest and the tests marked ``every_minor`` (plan apply, isolation, quota, the engine) on the
 oldest too. The binaries come from ``e2e/toolchain.py`` (built from
 Go modules, cached by version); ``make e2e-tools`` builds them before pytest starts, so a cold
 build prints its progress instead of hiding inside a fixture.

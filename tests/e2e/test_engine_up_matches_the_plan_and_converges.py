@@ -11,6 +11,11 @@ and our DaemonSets and Deployments become ready because KWOK runs their pods, a 
 chooses. The test plays the operators where the program waits on them (e2e/engine.py
 ``Operators``): the Network Operator for the NicClusterPolicy's ``pulumi.com/waitFor``, and Kueue's
 manager serving the chart's webhooks (e2e/kueue.py).
+
+The tests marked ``every_minor`` run on the oldest supported minor too (``make e2e``): up from
+empty, every workload ready, a no-change preview, a refresh and the destroy — what
+pulumi-resource-kubernetes does against the API server (create, await, diff, read, delete) on
+each supported minor, at the cost of one `pulumi up` and one destroy there.
 """
 
 from __future__ import annotations
@@ -146,6 +151,7 @@ def helm_release(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
 # up from empty: the API server holds what the offline plan says
 
 
+@pytest.mark.every_minor  # the provider against the oldest supported minor's API server too (issue 22, item 3)
 def test_up_from_empty_matches_the_offline_plan(deployed: Deployed) -> None:
     run = offline_run("onprem")
     problems: list[str] = []
@@ -242,6 +248,7 @@ CLUSTER_SCOPED = {
 NOT_SERVED_HERE = {"v1beta1.visibility.kueue.x-k8s.io", "v1beta2.visibility.kueue.x-k8s.io"}
 
 
+@pytest.mark.every_minor  # the provider against the oldest supported minor's API server too (issue 22, item 3)
 def test_every_workload_is_ready_because_kwok_runs_its_pods(deployed: Deployed) -> None:
     """No await was skipped: every DaemonSet and Deployment, the charts' and ours, has all its pods
     ready on the fleet (what `pulumi up` and Helm waited for), none Pending."""
@@ -329,6 +336,7 @@ def test_up_awaits_a_job_to_the_end_the_test_chooses(deployed: Deployed, outcome
 # idempotence
 
 
+@pytest.mark.every_minor  # the provider against the oldest supported minor's API server too (issue 22, item 3)
 def test_preview_of_the_same_config_has_no_changes(deployed: Deployed) -> None:
     res = deployed.stack.preview("--expect-no-changes")
     assert res.rc == 0
@@ -553,6 +561,7 @@ def test_killed_update_recovers_with_cancel_then_up(deployed: Deployed) -> None:
 # refresh keeps what another field manager owns
 
 
+@pytest.mark.every_minor  # the provider against the oldest supported minor's API server too (issue 22, item 3)
 def test_refresh_keeps_another_managers_label(deployed: Deployed) -> None:
     kube = deployed.kube
     ns = "vision"
@@ -633,6 +642,7 @@ def test_policy_pack_blocks_a_team_namespace_without_quota(deployed: Deployed) -
 # destroy: protect refuses, retainOnDelete keeps (last: it tears the stack down)
 
 
+@pytest.mark.every_minor  # the provider against the oldest supported minor's API server too (issue 22, item 3)
 def test_destroy_refuses_protected_and_leaves_retained(deployed: Deployed) -> None:
     kube = deployed.kube
     teams = [t["name"] for t in BASE["gpuaas:teams"]]
