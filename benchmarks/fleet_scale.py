@@ -46,6 +46,7 @@ from e2e.kube import Kube  # noqa: E402
 from e2e.plan_apply import install_crds  # noqa: E402
 from tests.e2e.fleet_kueue import FleetKueue  # noqa: E402
 from tests.e2e.fleet_nodes import fleet_nodes  # noqa: E402
+from tests.e2e.jobs import queued_job  # noqa: E402
 from tests.e2e.kueue_manager import kueue_crds  # noqa: E402
 
 CORES = 2
@@ -135,30 +136,7 @@ def _daemonsets_ready(kube: Kube, want: int) -> bool:
 
 
 def _job(ns: str, queue: str, name: str, gpus: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": queue}},
-        "spec": {
-            "suspend": True,
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {
-                                "requests": {"cpu": "1", "memory": "1Gi", GPU: str(gpus)},
-                                "limits": {GPU: str(gpus)},
-                            },
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    return queued_job(ns, name, queue, {GPU: str(gpus)}, cpu="1", memory="1Gi")
 
 
 def _active(cq: dict[str, Any]) -> bool:

@@ -42,14 +42,11 @@ API server issues: the chart's RBAC, nothing more.
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import copy
 import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -58,8 +55,8 @@ import yaml
 
 from components.queueing import queues
 from e2e import toolchain
-from e2e.controlplane import _die_with_parent, free_port
 from e2e.kube import ApiError, Kube, Obj
+from e2e.kueue_process import KueueProcess
 
 #: Names the chart gives its objects (``kueue.fullname`` of release ``kueue``).
 FULLNAME: Final = queues.RELEASE
@@ -70,7 +67,6 @@ WEBHOOK_CONFIGS: Final = (
 VISIBILITY_APISERVICES: Final = ("v1beta1.visibility.kueue.x-k8s.io", "v1beta2.visibility.kueue.x-k8s.io")
 CONFIGMAP: Final = f"{FULLNAME}-manager-config"
 WEBHOOK_SERVICE: Final = f"{FULLNAME}-webhook-service"
-CERT_SECRET: Final = f"{FULLNAME}-webhook-server-cert"
 CONFIG_KEY: Final = "controller_manager_config.yaml"
 SERVICE_ACCOUNT: Final = f"{FULLNAME}-controller-manager"
 KUEUE_GROUP: Final = "kueue.x-k8s.io"
@@ -85,7 +81,7 @@ def _port_of(client: Mapping[str, Any]) -> int | None:
     return int(service["port"]) if "port" in service else None
 
 
-class KueueManager:
+class KueueManager(KueueProcess):
     """Kueue's manager against the API server of ``kube``, with the chart's webhooks pointed at it (see the module).
 
     Start it before the chart is installed (it waits for the chart's objects) or after; use it as a
@@ -103,15 +99,11 @@ class KueueManager:
         overrides: Mapping[str, Any] | None = None,
         every: float = 0.3,
     ) -> None:
+        super().__init__(workdir or Path(tempfile.mkdtemp(prefix="gpuaas-kueue-")))
         self.kube, self.namespace = kube, namespace
-        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuaas-kueue-"))
         self.bin_dir = bin_dir or toolchain.build(toolchain.TOOLSETS["kueue"])
         self.overrides = dict(overrides or {})
         self.every = every
-        self.webhook_port, self.health_port = free_port(), free_port()
-        self.certs = self.workdir / "certs"
-        self.log = self.workdir / "kueue.log"
-        self.proc: subprocess.Popen[bytes] | None = None
         #: What the e2e changed in the API server, one line each (for the test log).
         self.patched: list[str] = []
         self.errors: list[str] = []
@@ -144,13 +136,7 @@ class KueueManager:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=15)
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        self.terminate()
 
     # ---------------------------------------------------------------------------------------
     # 1-3: what the API server calls
@@ -210,22 +196,8 @@ class KueueManager:
         return True
 
     def mount_certs(self) -> bool:
-        """Play the kubelet: copy the Secret the cert rotator filled into ``certDir`` (item 5).
-
-        In a cluster the Secret is a volume of the manager's pod; the rotator waits for its files
-        (cert-controller rotator.go ``ensureCertsMounted``) before the manager reports ready.
-        """
-        secret = self.kube.get("v1", "Secret", CERT_SECRET, self.namespace) or {}
-        data = secret.get("data") or {}
-        if not {"tls.crt", "tls.key"} <= set(data):
-            return False
-        self.certs.mkdir(exist_ok=True)
-        for key, value in data.items():
-            raw = base64.b64decode(value)
-            target = self.certs / key
-            if not target.is_file() or target.read_bytes() != raw:
-                target.write_bytes(raw)
-        return True
+        """Play the kubelet: the Secret the cert rotator filled, into ``certDir`` (item 5)."""
+        return self.copy_certs(self.kube, self.namespace)
 
     # ---------------------------------------------------------------------------------------
     # 4: the manager
@@ -261,8 +233,6 @@ class KueueManager:
         return str(self.kube.request("POST", path, request)["status"]["token"])
 
     def _start(self) -> None:
-        config = self.workdir / "kueue-config.yaml"
-        config.write_text(yaml.safe_dump(self.configuration(), sort_keys=False))
         kubeconfig = self.workdir / "kueue.kubeconfig"
         kubeconfig.write_text(
             yaml.safe_dump(
@@ -285,31 +255,7 @@ class KueueManager:
             )
         )
         kubeconfig.chmod(0o600)
-        with self.log.open("ab") as fh:
-            self.proc = subprocess.Popen(
-                [str(self.bin_dir / "kueue"), f"--config={config}", "--zap-log-level=2"],
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"},
-                preexec_fn=_die_with_parent,
-                cwd=self.workdir,
-            )
-
-    def alive(self) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"kueue exited ({self.proc.returncode}):\n{self.tail()}")
-        return self.proc is not None
-
-    def ready(self) -> bool:
-        """The manager answers ``/readyz`` (its webhook server and controllers are up)."""
-        if not self.alive():
-            return False
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        self.launch(self.bin_dir, self.configuration(), kubeconfig)
 
     def serving(self) -> bool:
         """Ready, and the API server's configuration points at it."""
@@ -335,18 +281,10 @@ class KueueManager:
         except (TimeoutError, RuntimeError) as e:
             raise AssertionError(f"{e}\nharness errors: {self.errors[-5:]}\n--- kueue log ---\n{self.tail()}") from e
 
-    def tail(self, lines: int = 60) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return ""
-
     def restart(self) -> None:
         """Stop the manager and start it again (the same ports, CA and configuration)."""
         with self._lock:
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.terminate()
-                self.proc.wait(timeout=20)
-            self.proc = None
+            self.terminate()
 
 
 def _established(crd: Obj) -> bool:

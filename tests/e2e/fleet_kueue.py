@@ -34,6 +34,7 @@ from e2e.kube import Identity, Kube, Obj
 from e2e.plan_apply import apply_plan, install_crds
 from tests.e2e.conftest import StackFleet, need_upstream, play_operators
 from tests.e2e.fleet_nodes import NodeSpec, fleet_nodes
+from tests.e2e.jobs import queued_job
 from tests.e2e.kueue_manager import Kueue, admitted, delete_job, kueue_crds, workload_of
 
 __all__ = ["PRIORITY_LABEL", "admitted", "workload_of"]
@@ -42,7 +43,6 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 KUEUE_API: Final = queues.API
 #: The AKS variant with queues (the tenancy fix's stack file); built from Pulumi.aks.yaml where absent.
 AKS_ELASTIC: Final = ROOT / "tests" / "stacks" / "aks-elastic.yaml"
-PAUSE: Final = "registry.k8s.io/pause:3.10"
 BURN_IN_CLASS: Final = "gpuaas-burn-in"
 
 
@@ -133,32 +133,9 @@ def team_job(
 ) -> Obj:
     """A training Job as a team member writes it for Kueue: suspended, its queue named; its pods
     keep running (no e2e outcome annotation) until the test deletes the Job."""
-    labels = {QUEUE_LABEL: team.name}
-    if priority:
-        labels[PRIORITY_LABEL] = priority
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": team.ns, "labels": labels},
-        "spec": {
-            "suspend": True,
-            "parallelism": parallelism,
-            "completions": parallelism,
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": PAUSE,
-                            "resources": {"requests": {"cpu": "1", "memory": "1Gi", **limits}, "limits": limits},
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    return queued_job(
+        team.ns, name, team.name, limits, priority=priority, parallelism=parallelism, cpu="1", memory="1Gi"
+    )
 
 
 def job_pods(kube: Kube, ns: str, job: str) -> list[Obj]:

@@ -18,12 +18,10 @@ absent, and Kueue admits one by unsuspending it (no kubelet needed).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import subprocess
 import tempfile
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -39,11 +37,13 @@ from components.plan.offline import Run
 from components.queueing import controllers, queues
 from components.queueing.admission import QUEUE_LABEL
 from e2e import toolchain, upstream
-from e2e.controlplane import ControlPlane, _die_with_parent, free_port
+from e2e.controlplane import ControlPlane
 from e2e.kube import ApiError, Identity, Kube
+from e2e.kueue_process import CERT_SECRET, KueueProcess
 from e2e.plan_apply import UPSTREAM, apply_plan, install_crds
 from tests.conftest import raw_stack
 from tests.e2e.conftest import need_upstream, start_plane
+from tests.e2e.jobs import queued_job as job  # noqa: F401  (the tests' name for it)
 
 CFG: StackConfig = parse_config(raw_stack("onprem"))
 KUEUE_API = queues.API
@@ -126,7 +126,7 @@ def kueue_crds(webhook_port: int) -> list[dict[str, Any]]:
     return list(docs.values())
 
 
-class Kueue:
+class Kueue(KueueProcess):
     """The Kueue manager as a child process of the test, against ``cp``, signed in as the chart's
     ServiceAccount (:func:`components.queueing.controllers.kueue_identity`): the identity the
     suspend guard lets release a held workload, with a ServiceAccount token the API server issued.
@@ -147,12 +147,9 @@ class Kueue:
         """``metrics``: serve the metrics endpoint as the chart does (the stack's ``metrics``
         settings, HTTPS with controller-runtime's authentication and authorization filter) on a
         loopback port, :attr:`metrics_port`; off by default (nothing here scrapes it)."""
-        self.cp, self.workdir, self.cfg = cp, workdir, cfg
+        super().__init__(workdir, metrics=metrics)
+        self.cp, self.cfg = cp, cfg
         self.pods_ready_timeout = pods_ready_timeout
-        self.health_port, self.webhook_port = free_port(), free_port()
-        self.metrics_port = free_port() if metrics else None
-        self.log = workdir / "kueue.log"
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def configuration(self) -> dict[str, Any]:
         conf = queues.kueue_configuration(self.cfg)
@@ -166,7 +163,7 @@ class Kueue:
                 if self.metrics_port is not None
                 else {"bindAddress": "0"}
             ),
-            webhook={"port": self.webhook_port, "host": "127.0.0.1", "certDir": str(self.workdir / "certs")},
+            webhook={"port": self.webhook_port, "host": "127.0.0.1", "certDir": str(self.certs)},
             # An aggregated API server of its own (needs the cluster's front-proxy CA): not here.
             featureGates={"VisibilityOnDemand": False},
         )
@@ -202,61 +199,17 @@ class Kueue:
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": {"name": "kueue-webhook-server-cert", "namespace": self.cfg.queues.namespace},
+                "metadata": {"name": CERT_SECRET, "namespace": self.cfg.queues.namespace},
             }
         )
-        config = self.workdir / "kueue-config.yaml"
-        config.write_text(yaml.safe_dump(self.configuration()))
-        kubeconfig = self.service_account_kubeconfig()
-        with self.log.open("ab") as fh:
-            self.proc = subprocess.Popen(
-                [str(bin_dir / "kueue"), f"--config={config}", "--zap-log-level=2"],
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"},
-                preexec_fn=_die_with_parent,
-                cwd=self.workdir,
-            )
+        self.launch(bin_dir, self.configuration(), self.service_account_kubeconfig())
 
     def mount_certs(self) -> bool:
-        """Play the kubelet: copy the webhook Secret the cert rotator filled into the cert dir.
-
-        In a cluster the Secret is a volume of the manager's pod; the rotator waits for its files
-        (cert-controller rotator.go ``ensureCertsMounted``) before it reports ready.
-        """
-        secret = self.cp.kube.get("v1", "Secret", "kueue-webhook-server-cert", self.cfg.queues.namespace) or {}
-        data = secret.get("data") or {}
-        if not {"tls.crt", "tls.key"} <= set(data):
-            return False
-        certs = self.workdir / "certs"
-        certs.mkdir(exist_ok=True)
-        for key, value in data.items():
-            (certs / key).write_bytes(base64.b64decode(value))
-        return True
-
-    def ready(self) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"kueue exited ({self.proc.returncode}):\n{self.tail()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    def tail(self, lines: int = 60) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return ""
+        """Play the kubelet (:meth:`e2e.kueue_process.KueueProcess.copy_certs`)."""
+        return self.copy_certs(self.cp.kube, self.cfg.queues.namespace)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        self.terminate()
 
 
 def delete_job(kube: Kube, ns: str, name: str) -> None:
@@ -316,34 +269,6 @@ def condition(obj: dict[str, Any] | None, kind: str) -> str | None:
         if c["type"] == kind:
             return str(c["status"])
     return None
-
-
-def job(ns: str, name: str, queue: str | None, limits: dict[str, str], suspend: bool = True) -> dict[str, Any]:
-    """A one-pod batch Job as a team member writes it for Kueue (suspended; Kueue unsuspends it)."""
-    meta: dict[str, Any] = {"name": name, "namespace": ns}
-    if queue is not None:
-        meta["labels"] = {QUEUE_LABEL: queue}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": meta,
-        "spec": {
-            "suspend": suspend,
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi", **limits}, "limits": limits},
-                        }
-                    ],
-                }
-            },
-        },
-    }
 
 
 def admitted(kube: Kube, ns: str, prefix: str) -> list[str]:

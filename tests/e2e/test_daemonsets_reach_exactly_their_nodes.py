@@ -37,9 +37,9 @@ from tests.e2e.fleet_nodes import (
     MOFED_WAIT,
     NodeSpec,
 )
+from tests.e2e.jobs import PAUSE
 
 STACKS: Final = ("onprem", "aks")
-PAUSE: Final = "registry.k8s.io/pause:3.10"
 STANDIN_NS: Final = "e2e-operator-standins"
 
 

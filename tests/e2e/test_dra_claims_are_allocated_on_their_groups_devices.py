@@ -13,7 +13,7 @@ one, never a device of another class; a claim no node's devices can satisfy leav
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any
 
 import pytest
 
@@ -25,9 +25,8 @@ from e2e.fleet import Fleet, play_operators
 from e2e.kube import Identity, Obj
 from tests.e2e.conftest import PLACEMENT_SUMMARY, StackFleet, need_upstream
 from tests.e2e.fleet_nodes import fleet_nodes, resource_slice
+from tests.e2e.jobs import PAUSE
 from tests.e2e.test_dra_quota_and_claim_guard_hold import DRA_STACK, driver_device_classes
-
-PAUSE: Final = "registry.k8s.io/pause:3.10"
 
 
 @pytest.fixture(scope="module")

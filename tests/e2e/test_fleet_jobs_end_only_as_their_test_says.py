@@ -12,9 +12,9 @@ from typing import Any, Final
 
 from e2e.fleet import OUTCOME
 from tests.e2e.conftest import StackFleet
+from tests.e2e.jobs import PAUSE
 
 NS: Final = "e2e-outcomes"
-PAUSE: Final = "registry.k8s.io/pause:3.10"
 
 
 def _job(name: str, outcome: str | None) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from e2e.kueue import SERVICE_ACCOUNT, VISIBILITY_APISERVICES, WEBHOOK_CONFIGS, 
 from e2e.plan_apply import Applied, HelmReleases, apply_plan
 from tests.conftest import offline_run, raw_stack
 from tests.e2e.conftest import _say, need_upstream, start_plane
+from tests.e2e.jobs import queued_job
 
 CFG: Final[StackConfig] = parse_config(raw_stack("onprem"))
 TEAMS: Final = {t.name: t for t in CFG.teams}
@@ -94,24 +95,7 @@ def queued(pytestconfig: pytest.Config) -> Iterator[Queued]:
 
 def job(name: str, queue: str | None, limits: dict[str, str], suspend: bool = False) -> dict[str, Any]:
     """A one-pod Job as a team member writes it: not suspended (Kueue's webhook decides)."""
-    meta: dict[str, Any] = {"name": name, "namespace": A}
-    if queue is not None:
-        meta["labels"] = {QUEUE_LABEL: queue}
-    container = {
-        "name": "main",
-        "image": "registry.k8s.io/pause:3.10",
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi", **limits}, "limits": limits},
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": meta,
-        "spec": {
-            "suspend": suspend,
-            "backoffLimit": 0,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
-        },
-    }
+    return queued_job(A, name, queue, limits, suspend)
 
 
 def pod(name: str, labels: dict[str, str], owner: dict[str, Any] | None = None) -> dict[str, Any]:

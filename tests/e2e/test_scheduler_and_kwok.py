@@ -17,12 +17,12 @@ import pytest
 
 from e2e.controlplane import ControlPlane, kwok_node
 from e2e.kube import Kube
+from tests.e2e.jobs import PAUSE
 
 NODE = "kwok-gpu-0"
 GPU = "nvidia.com/gpu"
 GPUS = 4
 NS = "fleet-smoke"
-PAUSE = "registry.k8s.io/pause:3.10"
 
 
 @pytest.fixture(scope="module")
