@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e import toolchain
-from e2e.controlplane import _die_with_parent
+from e2e.processes import die_with_parent
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
@@ -176,7 +176,7 @@ class NodeNamespaces:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         deadline = time.monotonic() + 30
         while not ready.is_file():

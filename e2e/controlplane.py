@@ -13,7 +13,7 @@ No kubelet. By default no scheduler either: pods are admitted and stored, and st
 (the DaemonSet, ReplicaSet and Job controllers create their pods; nothing binds them).
 ``ControlPlane(scheduler=True)`` starts the real kube-scheduler (as ``system:kube-scheduler``,
 authorized by the bootstrap RBAC only), and ``ControlPlane(kwok=True)`` starts KWOK, which plays the
-kubelet of every Node annotated ``kwok.x-k8s.io/node: fake`` (:func:`kwok_node` builds one): such
+kubelet of every Node annotated ``kwok.x-k8s.io/node: fake`` (:func:`e2e.kwok_nodes.kwok_node` builds one): such
 nodes become Ready and keep a lease, pods bound to them become Running (Job pods Succeeded), and
 deleted pods go, with KWOK's default stages. Nodes that nothing reports for (the plans' own Node
 objects) are never marked unhealthy: ``--node-startup-grace-period`` is a year, so node
@@ -27,6 +27,10 @@ tmpfs with ``--unsafe-no-fsync``. Every child is started in its own process grou
 The binaries are the control-plane tool set of one Kubernetes minor (``kubernetes=``, else
 ``$GPUAAS_E2E_KUBERNETES``, else the newest; see e2e/toolchain.py) and the ``kwok`` set.
 
+Past the 400-line mark on purpose: one class for one control plane's processes, their flags and
+their start order, and each flag's reason beside it is the substance (the process helpers live
+in e2e/processes.py, the KWOK Node in e2e/kwok_nodes.py).
+
     with ControlPlane(scheduler=True, kwok=True) as cp:
         cp.kube.create(kwok_node("gpu-0", capacity={"nvidia.com/gpu": "8"}))
         cp.kubectl("get", "nodes")
@@ -36,14 +40,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
-import dataclasses
 import os
-import random
 import shutil
-import signal
-import socket
-import ssl
 import subprocess
 import tempfile
 import time
@@ -54,6 +52,8 @@ from typing import Any
 
 from e2e import toolchain
 from e2e.kube import Kube
+from e2e.kwok_nodes import KWOK_NODE_ANNOTATION, KWOK_NODE_VALUE
+from e2e.processes import Proc, die_with_parent, free_port, healthz, tmpfs_root
 
 ADMIN_TOKEN_USER = "gpuaas-e2e-admin"
 KCM_USER = "system:kube-controller-manager"
@@ -71,122 +71,8 @@ DRA_BETA = "resource.k8s.io/v1beta2"
 SERVICE_CIDR = "10.96.0.0/16"
 # KWOK's pod addresses (its --cidr).
 KWOK_POD_CIDR = "10.244.0.0/16"
-# The annotation KWOK manages nodes by (--manage-nodes-with-annotation-selector), and its value.
-KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-KWOK_NODE_VALUE = "fake"
 # A year: nodes that never posted a status (no kubelet, not KWOK's) are never marked Unknown.
 NODE_STARTUP_GRACE = "8760h"
-
-
-def kwok_node(
-    name: str,
-    *,
-    labels: dict[str, str] | None = None,
-    annotations: dict[str, str] | None = None,
-    taints: Sequence[dict[str, str]] = (),
-    capacity: dict[str, str] | None = None,
-    allocatable: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A Node that KWOK manages (``kwok.x-k8s.io/node: fake``), with ``capacity`` and
-    ``allocatable`` (default: the capacity) on top of 32 CPUs, 256 GiB and 110 pods.
-
-    Create it with :meth:`Kube.create`; KWOK's node-initialize stage then keeps the status's
-    capacity and allocatable as created (extended resources such as ``nvidia.com/gpu`` included)
-    and sets the conditions Ready. The status is written on create: the API server keeps a Node's
-    status from a create (its status subresource is not reset on create).
-    """
-    cap = {"cpu": "32", "memory": "256Gi", "pods": "110", **(capacity or {})}
-    alloc = {**cap, **(allocatable or {})}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-                **(labels or {}),
-            },
-            "annotations": {KWOK_NODE_ANNOTATION: KWOK_NODE_VALUE, **(annotations or {})},
-        },
-        "spec": {"taints": [dict(t) for t in taints]} if taints else {},
-        "status": {"capacity": cap, "allocatable": alloc},
-    }
-
-
-#: Ports this process has handed out: never one twice (a probed port is free again the moment its
-#: probe socket closes, so two calls of ``bind(0)`` could return one port to two servers).
-_HANDED_OUT: set[int] = set()
-
-
-def _ephemeral_low() -> int:
-    """The low end of the kernel's ephemeral range (``net.ipv4.ip_local_port_range``, 32768 by default)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def free_port() -> int:
-    """A loopback TCP port no server of this process was given, below the ephemeral range.
-
-    ``bind(("127.0.0.1", 0))`` picks from the ephemeral range, where the kernel also takes the
-    source port of every outgoing connection (etcd's clients, the API server's watches): between
-    this probe and the server's own bind, such a connection could take the port. Below that range
-    only explicit binds take ports, so the probe stays true; picked at random, parallel test
-    sessions rarely meet, and the probe refuses one that is taken.
-    """
-    low = max(_ephemeral_low(), 10000)
-    rng = random.SystemRandom()
-    for _ in range(2000):
-        port = rng.randrange(max(1024, low - 10000), low)
-        if port in _HANDED_OUT:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _HANDED_OUT.add(port)
-        return port
-    raise OSError("no free loopback port below the ephemeral range")
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: SIGKILL this child when the process that started it dies (Linux prctl)."""
-    os.setpgrp()
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-
-
-def _tmpfs_root() -> Path:
-    shm = Path("/dev/shm")
-    return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
-
-
-def _healthz(url: str) -> bool:
-    """GET a loopback /healthz (the scheduler's self-signed serving certificate is not checked)."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    with urllib.request.urlopen(url, timeout=2, context=ctx) as r:
-        return bool(r.status == 200 and r.read().strip() == b"ok")
-
-
-@dataclasses.dataclass
-class Proc:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
 
 
 class ControlPlaneError(RuntimeError):
@@ -236,7 +122,7 @@ class ControlPlane:
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuaas-cp-"))
         self._own_workdir = workdir is None
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.data_dir = Path(tempfile.mkdtemp(prefix="gpuaas-etcd-", dir=_tmpfs_root()))
+        self.data_dir = Path(tempfile.mkdtemp(prefix="gpuaas-etcd-", dir=tmpfs_root()))
         self.procs: list[Proc] = []
         self.with_scheduler, self.with_kwok = scheduler, kwok
         self.controllers = tuple(controllers)
@@ -301,7 +187,7 @@ class ControlPlane:
             stdout=fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             cwd=self.workdir,
         )
         fh.close()
@@ -425,7 +311,7 @@ class ControlPlane:
             ],
         )
         url = f"https://127.0.0.1:{self.scheduler_port}/healthz"
-        self._wait("kube-scheduler /healthz", lambda: _healthz(url), timeout, proc)
+        self._wait("kube-scheduler /healthz", lambda: healthz(url), timeout, proc)
 
     def start_named_scheduler(self, name: str, config: Path, timeout: float = 120.0) -> Proc:
         """Another kube-scheduler (process ``name``) with its own KubeSchedulerConfiguration ``config``.
@@ -443,7 +329,7 @@ class ControlPlane:
             exe=self.bin_dir / "kube-scheduler",
         )
         url = f"https://127.0.0.1:{port}/healthz"
-        self._wait(f"{name} /healthz", lambda: _healthz(url), timeout, proc)
+        self._wait(f"{name} /healthz", lambda: healthz(url), timeout, proc)
         return proc
 
     def start_kwok(self, timeout: float = 120.0) -> None:
@@ -469,7 +355,7 @@ class ControlPlane:
             exe=self.kwok_bin_dir / "kwok",
         )
         url = f"http://127.0.0.1:{self.kwok_port}/healthz"
-        self._wait("kwok /healthz", lambda: _healthz(url), timeout, proc)
+        self._wait("kwok /healthz", lambda: healthz(url), timeout, proc)
 
     def write_kubeconfig(self, path: Path | None = None, context: str = "gpuaas-e2e", token: str | None = None) -> Path:
         path = path or self.kubeconfig

@@ -33,8 +33,9 @@ from typing import Any, Final
 import yaml
 
 from components.plan.offline import Run
-from e2e.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_VALUE, ControlPlane
+from e2e.controlplane import ControlPlane
 from e2e.kube import Kube, Obj
+from e2e.kwok_nodes import KWOK_NODE_ANNOTATION, KWOK_NODE_VALUE
 from e2e.plan_apply import Applied, apply_plan
 
 #: Pod annotation that makes KWOK finish a Job's pod: ``succeed`` (exit 0) or ``fail`` (exit 1).

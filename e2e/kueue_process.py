@@ -23,8 +23,8 @@ from typing import Any, Final
 import yaml
 
 from components.queueing import queues
-from e2e.controlplane import _die_with_parent, free_port
 from e2e.kube import Kube
+from e2e.processes import die_with_parent, free_port
 
 #: The Secret the chart ships empty and Kueue's cert rotator fills (``kueue.fullname`` of release ``kueue``).
 CERT_SECRET: Final = f"{queues.RELEASE}-webhook-server-cert"
@@ -53,7 +53,7 @@ class KueueProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"},
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
                 cwd=self.workdir,
             )
 

@@ -89,7 +89,7 @@ import yaml
 from components.model.config import StackConfig
 from components.model.teams import OnPremPartition
 from e2e import upstream
-from e2e.controlplane import kwok_node
+from e2e.kwok_nodes import kwok_node
 
 Obj = dict[str, Any]
 
@@ -201,7 +201,7 @@ class NodeSpec:
         return {**self.labels, **self.ours}
 
     def manifest(self) -> Obj:
-        """The KWOK Node (e2e.controlplane.kwok_node): as it registers, before any plan."""
+        """The KWOK Node (e2e.kwok_nodes.kwok_node): as it registers, before any plan."""
         return kwok_node(
             self.name, labels=dict(self.labels), taints=[dict(t) for t in self.taints], capacity=dict(self.capacity)
         )

@@ -30,8 +30,9 @@ import yaml
 from components.model import hami, resources
 from components.plan.offline import Run, run_program, stack_config
 from e2e import helm_template
-from e2e.controlplane import ControlPlane, kwok_node
+from e2e.controlplane import ControlPlane
 from e2e.kube import Identity, Kube
+from e2e.kwok_nodes import kwok_node
 from e2e.plan_apply import apply_plan
 from e2e.upstream import root as upstream_root
 from tests.e2e.conftest import need_upstream, wait_until_refused

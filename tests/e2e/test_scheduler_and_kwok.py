@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from e2e.controlplane import ControlPlane, kwok_node
+from e2e.controlplane import ControlPlane
 from e2e.kube import Kube
+from e2e.kwok_nodes import kwok_node
 from tests.e2e.jobs import PAUSE
 
 NODE = "kwok-gpu-0"
