@@ -2,13 +2,15 @@
 
 import pulumi
 
-from components.guards.gate import FORMAT, FORMAT_KEY, STACK_KEY
+from components.guards.gate import FORMAT, FORMAT_KEY, STACK_KEY, report_refusals_once
 from components.loader import load_config, todays_date
 from components.platform import Platform
 
 # The one read of the clock: the Kubernetes version rule judges support dates by it (warnings on
 # the console, refusals before anything is sent); no resource depends on it.
 today = todays_date()
+# A refusal (bad config, a day-2 guard) is the run's one error, not one traceback per Output.
+report_refusals_once()
 cfg = load_config(today)
 platform = Platform("gpuaas", cfg, today=today)
 

@@ -8,8 +8,9 @@ what a failed guard must never let reach the cluster.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pulumi
 
@@ -38,6 +39,36 @@ def stop_on(results: Sequence[tuple[list[Issue], list[str]]]) -> bool:
     if issues:
         raise pulumi.RunError(ConfigError(issues).render())
     return True
+
+
+#: What asyncio says of a future or task whose exception nobody awaited, when it is collected.
+UNRETRIEVED = "exception was never retrieved"
+
+
+def report_refusals_once(loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """Let a refusal (:class:`pulumi.RunError`) be reported once, as the run's error, not once per Output.
+
+    A guard's refusal fails the Output every gated resource waits on; the SDK reports the run's
+    error once, and the futures of the other waiters are collected later with their exception
+    unread, for each of which asyncio's default handler would print "Future exception was never
+    retrieved" and the whole traceback (hundreds for one refused MIG change). Those, and only
+    those, are dropped here; every other exception still reaches the loop's handler as before.
+    """
+    loop = loop or asyncio.get_event_loop()
+    previous = loop.get_exception_handler()
+    if getattr(previous, "reports_refusals_once", False):
+        return  # installed by an earlier run on this loop (the offline plan runs the program often)
+
+    def handler(lp: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), pulumi.RunError) and UNRETRIEVED in str(context.get("message", "")):
+            return
+        if previous is not None:
+            previous(lp, context)
+        else:
+            lp.default_exception_handler(context)
+
+    handler.reports_refusals_once = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handler)
 
 
 def string_map(name: str, value: object) -> Mapping[str, str] | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -208,3 +211,47 @@ def test_offline_plan_refuses_with_the_base_outputs(tmp_path: Path, capsys: pyte
     err = capsys.readouterr().err
     assert "gpuaas:platform.fabric.vfsPerHca: changes from '4' to '6'" in err and "Traceback" not in err
     assert not (tmp_path / "plan").exists(), "a refused plan writes nothing"
+
+
+def test_a_refusal_is_reported_once_not_once_per_waiting_output(caplog: pytest.LogCaptureFixture) -> None:
+    """Every gated Output fails with the guard's RunError; the futures nobody awaited must not each
+    print "Future exception was never retrieved" and a traceback when they are collected (700
+    lines per refused run: in a session that plans again, such as this suite, they are collected a
+    few runs later)."""
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    for _ in range(3):
+        with pytest.raises(pulumi.RunError):
+            run_program("onprem", config=qualified(_more_vfs()), previous={"fabricLayout": _applied()})
+        gc.collect()
+    assert not [r for r in caplog.records if gate.UNRETRIEVED in r.getMessage()]
+    # Any other exception nobody read still reaches asyncio's handler: nothing else is hidden.
+    _unretrieved(asyncio.get_event_loop(), ValueError("not a refusal"))
+    assert [r for r in caplog.records if gate.UNRETRIEVED in r.getMessage()]
+
+
+def _unretrieved(loop: asyncio.AbstractEventLoop, exc: BaseException) -> None:
+    """A future of ``loop`` that failed with ``exc`` and is collected unread."""
+    fut = loop.create_future()
+    fut.set_exception(exc)
+    del fut
+    gc.collect()
+
+
+def test_the_handler_drops_only_refusals_and_is_installed_once(caplog: pytest.LogCaptureFixture) -> None:
+    """What :func:`gate.report_refusals_once` removes is there without it."""
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    loop = asyncio.new_event_loop()
+    try:
+        _unretrieved(loop, pulumi.RunError("refused"))
+        assert [r for r in caplog.records if gate.UNRETRIEVED in r.getMessage()]
+        caplog.clear()
+        gate.report_refusals_once(loop)
+        handler = loop.get_exception_handler()
+        gate.report_refusals_once(loop)  # a second run on the loop adds no second handler
+        assert loop.get_exception_handler() is handler
+        _unretrieved(loop, pulumi.RunError("refused"))
+        assert not [r for r in caplog.records if gate.UNRETRIEVED in r.getMessage()]
+        _unretrieved(loop, ValueError("not a refusal"))
+        assert [r for r in caplog.records if gate.UNRETRIEVED in r.getMessage()]
+    finally:
+        loop.close()
