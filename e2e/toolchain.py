@@ -72,10 +72,13 @@ __all__ = [
 ]
 
 #: How many tool sets ``build all`` builds at once (``$GPUAAS_TOOLS_JOBS``). One ``go build`` keeps
-#: about 1.4 of two cores busy on the smaller sets (its links and package loading run on one
-#: thread; BENCHMARKS.md "Cold build of the e2e tools"), so two sets at a time fill the second core.
+#: about 1.6 of two cores busy over all sets (1.9 on the big ones; its links and package loading
+#: run on one thread), and two at a time did fill both cores, but each set then cost 10-25 % more
+#: CPU: the cold build took 2356 s two at a time against 2330 s one at a time (BENCHMARKS.md "Cold
+#: build of the e2e tools"). So one at a time by default (each set's CPU figure its own); two on a
+#: machine with more cores.
 JOBS_ENV = "GPUAAS_TOOLS_JOBS"
-DEFAULT_JOBS = 2
+DEFAULT_JOBS = 1
 
 
 def _cpu_of_children() -> float:

@@ -140,9 +140,9 @@ def test_build_all_runs_two_chains_at_once_and_stops_at_the_first_failure(monkey
 
 def test_the_number_of_sets_at_once_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(toolchain.JOBS_ENV, raising=False)
-    assert toolchain.jobs() == toolchain.DEFAULT_JOBS == 2
-    monkeypatch.setenv(toolchain.JOBS_ENV, "1")
-    assert toolchain.jobs() == 1
+    assert toolchain.jobs() == toolchain.DEFAULT_JOBS == 1
+    monkeypatch.setenv(toolchain.JOBS_ENV, "2")
+    assert toolchain.jobs() == 2
     for bad in ("0", "two", "-1"):
         monkeypatch.setenv(toolchain.JOBS_ENV, bad)
         with pytest.raises(SystemExit, match=f"{toolchain.JOBS_ENV}='{bad}': a whole number"):
