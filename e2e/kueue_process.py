@@ -13,7 +13,6 @@ reports ready: cert-controller rotator.go ``ensureCertsMounted``).
 from __future__ import annotations
 
 import base64
-import contextlib
 import subprocess
 import urllib.request
 from collections.abc import Mapping
@@ -24,7 +23,7 @@ import yaml
 
 from components.queueing import queues
 from e2e.kube import Kube
-from e2e.processes import die_with_parent, free_port
+from e2e.processes import die_with_parent, free_port, log_tail
 
 #: The Secret the chart ships empty and Kueue's cert rotator fills (``kueue.fullname`` of release ``kueue``).
 CERT_SECRET: Final = f"{queues.RELEASE}-webhook-server-cert"
@@ -89,9 +88,7 @@ class KueueProcess:
             return False
 
     def tail(self, lines: int = 60) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return ""
+        return log_tail(self.log, lines)
 
     def terminate(self) -> None:
         """Stop the process (SIGTERM, then SIGKILL after 20 s); a later :meth:`launch` starts another."""

@@ -80,6 +80,14 @@ def healthz(url: str) -> bool:
         return bool(r.status == 200 and r.read().strip() == b"ok")
 
 
+def log_tail(log: Path, lines: int) -> str:
+    """The last ``lines`` lines of a child's log ("" while it has none): for an error message."""
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
 @dataclasses.dataclass
 class Proc:
     name: str
@@ -87,7 +95,4 @@ class Proc:
     log: Path
 
     def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log, lines)
