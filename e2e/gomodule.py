@@ -67,11 +67,6 @@ class ToolSet:
     modfile: str = "go.mod"
     # The set's name in the cache directory (default: ``name``); the version follows it.
     cache_name: str = ""
-    # Another set this one is built after (the same packages: it finds them compiled in the Go
-    # build cache), and the CPU-seconds of its cold build as measured (BENCHMARKS.md): what
-    # ``build all`` orders by when it builds several sets at once.
-    after: str = ""
-    cold_cpu_s: int = 0
 
     @property
     def modflags(self) -> list[str]:

@@ -27,10 +27,8 @@ import re
 import resource
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 # What the rest of the e2e code and the tests read through ``toolchain``: the sets and the cache.
@@ -59,26 +57,14 @@ __all__ = [
     "TOOLSETS",
     "bin_dir",
     "build",
-    "build_all",
-    "chains",
     "controlplane",
     "e2e_sets",
     "go_env",
-    "jobs",
     "kubernetes_minor",
     "pinned_version",
     "staging_replaces",
     "toolset",
 ]
-
-#: How many tool sets ``build all`` builds at once (``$GPUAAS_TOOLS_JOBS``). One ``go build`` keeps
-#: about 1.6 of two cores busy over all sets (1.9 on the big ones; its links and package loading
-#: run on one thread), and two at a time did fill both cores, but each set then cost 10-25 % more
-#: CPU: the cold build took 2356 s two at a time against 2330 s one at a time (BENCHMARKS.md "Cold
-#: build of the e2e tools"). So one at a time by default (each set's CPU figure its own); two on a
-#: machine with more cores.
-JOBS_ENV = "GPUAAS_TOOLS_JOBS"
-DEFAULT_JOBS = 1
 
 
 def _cpu_of_children() -> float:
@@ -204,68 +190,6 @@ def write_controlplane_gomod(version: str) -> None:
     say(f"{ts.modfile}: k8s.io/kubernetes {version}, etcd server {etcd.group(1)}, {len(reps)} staging replaces")
 
 
-# --------------------------------------------------------------------------------------------
-# build all: several sets at once
-
-
-def jobs() -> int:
-    raw = os.environ.get(JOBS_ENV, "").strip() or str(DEFAULT_JOBS)
-    if not raw.isdigit() or int(raw) < 1:
-        raise SystemExit(f"toolchain: {JOBS_ENV}={raw!r}: a whole number of sets at once, 1 or more")
-    return int(raw)
-
-
-def chains(sets: Sequence[ToolSet]) -> list[list[ToolSet]]:
-    """``sets`` as chains built one after another, the costliest chain first.
-
-    A set whose ``after`` names another set of ``sets`` joins that set's chain behind it (it
-    compiles the same packages, which the first one leaves in the Go build cache; built at the
-    same time, both would compile them). Costliest first (``cold_cpu_s``, measured): with two at
-    a time, the longest chain starts at once and the short ones fill the other lane.
-    """
-    by_name = {ts.name: ts for ts in sets}
-    heads: dict[str, list[ToolSet]] = {}
-    for ts in sets:
-        root = ts
-        while root.after in by_name:
-            root = by_name[root.after]
-        heads.setdefault(root.name, []).append(ts)
-    out = list(heads.values())
-    out.sort(key=lambda chain: -sum(ts.cold_cpu_s for ts in chain))
-    return out
-
-
-def _build_chain(chain: Sequence[ToolSet]) -> None:
-    # A process per set: its own rusage of children, so each set's CPU figure is its own.
-    for ts in chain:
-        res = subprocess.run([sys.executable, "-m", "e2e.toolchain", "build", ts.name], cwd=E2E.parent)
-        if res.returncode != 0:
-            raise SystemExit(f"toolchain: building {ts.name} failed (exit {res.returncode})")
-
-
-def build_all(sets: Sequence[ToolSet], at_once: int = 1) -> None:
-    """Build every set of ``sets``: one after another, or ``at_once`` chains at a time.
-
-    The first failure stops what has not started and fails with the set's name; what is
-    running finishes (a half-built set never reaches the cache: ``build`` moves a complete bin
-    directory into place).
-    """
-    if at_once <= 1:
-        for ts in sets:
-            build(ts)
-        return
-    start = time.monotonic()
-    with ThreadPoolExecutor(max_workers=at_once) as pool:
-        futures: list[Future[None]] = [pool.submit(_build_chain, chain) for chain in chains(sets)]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = [f.exception() for f in done if f.exception() is not None]
-        if failed:
-            for f in futures:
-                f.cancel()
-            raise SystemExit(str(failed[0]))
-    say(f"all {len(sets)} sets, {at_once} at a time, in {time.monotonic() - start:.0f} s wall")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m e2e.toolchain", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -283,7 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_controlplane_gomod(args.kubernetes or pinned_version(controlplane()))
         return 0
     if args.set == "all":
-        build_all(e2e_sets(), jobs())
+        for ts in e2e_sets():
+            build(ts)
         return 0
     out = build(toolset(args.set))
     if args.cmd == "path":

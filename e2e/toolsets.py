@@ -213,7 +213,6 @@ def _controlplane(minor: str) -> ToolSet:
         # One binary (one link, one copy of the shared packages) for all five programs.
         targets=(Target("kube", "./cmd/kube", _k8s_stamp, links=CONTROLPLANE_TOOLS),),
         modfile=KUBERNETES_MODFILES[minor],
-        cold_cpu_s={"1.37": 798, "1.35": 565}.get(minor, 700),
     )
 
 
@@ -267,7 +266,6 @@ TOOLSETS: dict[str, ToolSet] = {
         module_dir=E2E / "kueue",
         version_of="sigs.k8s.io/kueue",
         targets=(Target("kueue", "sigs.k8s.io/kueue/cmd/kueue", _kueue_stamp),),
-        cold_cpu_s=420,
     ),
     # The Pulumi CLI at the nearest version the proxy serves to the Python SDK's (see
     # README "The real engine against a local control plane"), our small Python language host, and the
@@ -282,7 +280,6 @@ TOOLSETS: dict[str, ToolSet] = {
             Target("pulumi-language-python-exec", "", copy_from=_python_exec_script),
         ),
         key_files=(REPO / "requirements.txt",),
-        cold_cpu_s=488,
     ),
     "k8sprovider": ToolSet(
         name="k8sprovider",
@@ -291,7 +288,6 @@ TOOLSETS: dict[str, ToolSet] = {
         targets=(Target("pulumi-resource-kubernetes", "./cmd/pulumi-resource-kubernetes", _k8s_provider_stamp),),
         prepare=_k8s_provider_embeds,
         generated=K8S_PROVIDER_EMBEDS,
-        cold_cpu_s=886,
     ),
     # The Helm CLI at the version pulumi-resource-kubernetes links (helm.sh/helm/v3 v3.18.6, the
     # same k8s.io libraries): the e2e installs a plan's Helm releases with it where no engine
@@ -301,8 +297,6 @@ TOOLSETS: dict[str, ToolSet] = {
         module_dir=E2E / "helm",
         version_of=HELM,
         targets=(Target("helm", f"{HELM}/cmd/helm", _helm_stamp),),
-        after="k8sprovider",
-        cold_cpu_s=152,
     ),
     # KWOK's controller (sigs.k8s.io/kwok v0.8.0, cmd/kwok) and the default stages it runs with.
     "kwok": ToolSet(
@@ -313,7 +307,6 @@ TOOLSETS: dict[str, ToolSet] = {
             Target("kwok", f"{KWOK}/cmd/kwok"),
             Target("kwok-stages.yaml", "", render=_kwok_stages),
         ),
-        cold_cpu_s=171,
     ),
     "prometheus": ToolSet(
         name="prometheus",
@@ -323,7 +316,6 @@ TOOLSETS: dict[str, ToolSet] = {
             Target("promtool", f"{PROMETHEUS}/cmd/promtool", _prometheus_stamp, tags=PROMETHEUS_TAGS),
             Target("prometheus", f"{PROMETHEUS}/cmd/prometheus", _prometheus_stamp, tags=PROMETHEUS_TAGS),
         ),
-        cold_cpu_s=315,
     ),
     # The node side of a pod's networks (e2e/cni): Multus' thin plugin and ib-sriov-cni from the
     # shared upstream sources, our harness over Multus' own packages, and a stand-in delegate.
@@ -342,7 +334,6 @@ TOOLSETS: dict[str, ToolSet] = {
         # -overlay for the whole set: it only adds files to ib-sriov-cni's packages.
         env={"GOFLAGS": f"{os.environ.get('GOFLAGS', '-mod=readonly')} -overlay=overlay.json"},
         stage=_stage_cni_sources,
-        cold_cpu_s=125,
     ),
 }
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -91,59 +89,3 @@ def test_each_minor_is_cached_apart_and_only_its_own_go_mod_decides() -> None:
     assert len(set(dirs)) == len(dirs)
     for ts, d in zip(sets, dirs, strict=True):
         assert d.parent.name.startswith(f"controlplane-{toolchain.pinned_version(ts)}-")
-
-
-def test_build_all_chains_sets_that_share_packages_and_starts_the_costliest_first() -> None:
-    sets = list(toolchain.TOOLSETS.values())
-    chains = [[ts.name for ts in chain] for chain in toolchain.chains(sets)]
-    # helm links the provider's k8s.io modules: built after it, never beside it.
-    assert ["k8sprovider", "helm"] in chains
-    assert sorted(n for chain in chains for n in chain) == sorted(toolchain.TOOLSETS)
-    costs = [sum(toolchain.TOOLSETS[n].cold_cpu_s for n in chain) for chain in chains]
-    assert costs == sorted(costs, reverse=True) and all(c > 0 for c in costs)
-    # Without the set it follows, a set is a chain of its own.
-    alone = toolchain.chains([toolchain.TOOLSETS["helm"], toolchain.TOOLSETS["kwok"]])
-    assert [[ts.name for ts in c] for c in alone] == [["kwok"], ["helm"]]
-
-
-def test_build_all_runs_two_chains_at_once_and_stops_at_the_first_failure(monkeypatch: pytest.MonkeyPatch) -> None:
-    running: set[str] = set()
-    overlapped: list[set[str]] = []
-    started: list[str] = []
-    lock = threading.Lock()
-
-    def fake_chain(chain: list[toolchain.ToolSet]) -> None:
-        name = chain[0].name
-        with lock:
-            started.append(name)
-            running.add(name)
-            overlapped.append(set(running))
-        time.sleep(0.2)
-        with lock:
-            running.discard(name)
-        if name == fail:
-            raise SystemExit(f"toolchain: building {name} failed (exit 1)")
-
-    monkeypatch.setattr(toolchain, "_build_chain", fake_chain)
-    sets = list(toolchain.TOOLSETS.values())
-    fail = ""
-    toolchain.build_all(sets, 2)
-    assert sorted(started) == sorted(c[0].name for c in toolchain.chains(sets))
-    assert max(len(r) for r in overlapped) == 2
-    # A failure: the chains not yet started are not started, and the run fails naming the set.
-    started.clear()
-    fail = toolchain.chains(sets)[0][0].name
-    with pytest.raises(SystemExit, match=f"building {fail} failed"):
-        toolchain.build_all(sets, 2)
-    assert len(started) < len(toolchain.chains(sets))
-
-
-def test_the_number_of_sets_at_once_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(toolchain.JOBS_ENV, raising=False)
-    assert toolchain.jobs() == toolchain.DEFAULT_JOBS == 1
-    monkeypatch.setenv(toolchain.JOBS_ENV, "2")
-    assert toolchain.jobs() == 2
-    for bad in ("0", "two", "-1"):
-        monkeypatch.setenv(toolchain.JOBS_ENV, bad)
-        with pytest.raises(SystemExit, match=f"{toolchain.JOBS_ENV}='{bad}': a whole number"):
-            toolchain.jobs()
