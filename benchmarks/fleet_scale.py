@@ -260,8 +260,63 @@ def fleet_part(config: dict[str, Any], out: dict[str, Any]) -> None:
         fleet.stop()
 
 
-def engine_part(config: dict[str, Any], out: dict[str, Any]) -> None:
-    """``pulumi up`` from empty and a no-change preview of the same config against a fleet of its nodes."""
+class Progress:
+    """The engine's checkpoint read every ``every`` seconds: how many resources it holds when.
+
+    With checkpoints on, the local backend rewrites the whole stack file after every step; the
+    series shows whether the cost of a step grows with the stack (what it would if each step wrote
+    the whole state). With ``PULUMI_SKIP_CHECKPOINTS`` there is nothing to read until the end.
+    """
+
+    def __init__(self, state: Path, every: float = 60.0) -> None:
+        self.state = state
+        self.every = every
+        self.samples: list[tuple[float, int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._t0 = time.monotonic()
+
+    def _read(self) -> tuple[int, int] | None:
+        for f in self.state.glob(".pulumi/stacks/*/*.json"):
+            try:
+                raw = f.read_bytes()
+                doc = json.loads(raw)
+            except (OSError, ValueError):
+                return None
+            return len((doc.get("checkpoint", {}).get("latest") or {}).get("resources") or []), len(raw)
+        return None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            got = self._read()
+            if got is not None:
+                self.samples.append((round(time.monotonic() - self._t0), *got))
+                print(f"bench-fleet: engine progress {self.samples[-1]}", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> Progress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _state_bytes(state: Path) -> int:
+    return sum(f.stat().st_size for f in state.glob(".pulumi/stacks/*/*.json"))
+
+
+def engine_part(config: dict[str, Any], out: dict[str, Any], *, skip_checkpoints: bool, parallel: int | None) -> None:
+    """``pulumi up`` from empty and a no-change preview of the same config against a fleet of its nodes.
+
+    ``skip_checkpoints``: the engine saves the stack's state once at the end instead of after every
+    step (``PULUMI_SKIP_CHECKPOINTS``; Pulumi v3.274.0 pkg/backend/snapshot.go: the default service
+    loop serialises, verifies and writes the whole snapshot on every mutation, two per resource;
+    the unsafe one only at the end, so a crash mid-``up`` loses the record of what was created). It
+    is not gated on ``PULUMI_EXPERIMENTAL``, which is left unset: that would also make every ``up``
+    and ``preview`` generate an update plan. ``parallel``: ``pulumi up/preview --parallel`` (the CLI's
+    default otherwise).
+    """
     from e2e.engine import Operators, Stack
     from e2e.plan_apply import install_prerequisites
 
@@ -271,13 +326,21 @@ def engine_part(config: dict[str, Any], out: dict[str, Any]) -> None:
     try:
         kubeconfig = fleet.cp.write_kubeconfig(fleet.cp.workdir / "engine.kubeconfig", context="bench-fleet")
         stack = Stack(kubeconfig, stack="bench")
+        if skip_checkpoints:
+            stack.env["PULUMI_SKIP_CHECKPOINTS"] = "true"
+        extra = [f"--parallel={parallel}"] if parallel else []
+        out["engine_checkpoints"] = "final only" if skip_checkpoints else "every step"
+        out["engine_parallel"] = parallel or "default"
         # The Prometheus stack the platform plugs into (observability) is there before it.
         install_prerequisites(fleet.kube, run_program("bench", config=config))
         stack.init({k: v for k, v in config.items()})
         with Operators(fleet.kube, cfg):
-            up = stack.up(timeout=3600)
+            with Progress(stack.state) as progress:
+                up = stack.up(*extra, timeout=5400)
             out["engine_up_s"] = round(up.seconds, 1)
-            preview = stack.preview("--expect-no-changes", timeout=1800)
+            out["engine_up_progress"] = progress.samples
+            out["engine_state_bytes"] = _state_bytes(stack.state)
+            preview = stack.preview("--expect-no-changes", *extra, timeout=1800)
             out["engine_preview_s"] = round(preview.seconds, 1)
         out["engine_resources"] = len(stack.resources())
     finally:
@@ -290,6 +353,12 @@ def main() -> int:
     ap.add_argument("--teams", type=int, default=256)
     ap.add_argument("--engine", action="store_true", help="also pulumi up / preview through the real engine")
     ap.add_argument("--no-fleet", action="store_true", help="only the engine part")
+    ap.add_argument(
+        "--skip-checkpoints",
+        action="store_true",
+        help="engine: save the state at the end only (PULUMI_SKIP_CHECKPOINTS)",
+    )
+    ap.add_argument("--parallel", type=int, default=None, help="engine: pulumi up/preview --parallel")
     ap.add_argument("--cores", type=int, default=CORES)
     ap.add_argument("--json", type=Path, default=ROOT / "bench-out" / "fleet_scale.json")
     args = ap.parse_args()
@@ -307,7 +376,7 @@ def main() -> int:
                 with gc_paused():
                     run_program("bench", config=config)
                 out["offline_plan_s"] = round(time.perf_counter() - t0, 1)
-            engine_part(config, out)
+            engine_part(config, out, skip_checkpoints=args.skip_checkpoints, parallel=args.parallel)
             out["up_vs_plan"] = round(out["engine_up_s"] / out["offline_plan_s"], 1)
             out["preview_vs_plan"] = round(out["engine_preview_s"] / out["offline_plan_s"], 1)
     finally:
