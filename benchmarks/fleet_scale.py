@@ -29,7 +29,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -44,6 +43,7 @@ from e2e import toolchain  # noqa: E402
 from e2e.fleet import Fleet, play_operators  # noqa: E402
 from e2e.kube import Kube  # noqa: E402
 from e2e.plan_apply import install_crds  # noqa: E402
+from e2e.processes import Poller  # noqa: E402
 from tests.e2e.fleet_kueue import FleetKueue  # noqa: E402
 from tests.e2e.fleet_nodes import fleet_nodes  # noqa: E402
 from tests.e2e.jobs import queued_job  # noqa: E402
@@ -86,14 +86,13 @@ class Results(dict[str, Any]):
         print(f"bench-fleet: {key} = {value}", file=sys.stderr, flush=True)
 
 
-class Memory:
+class Memory(Poller):
     """Sum of the RSS of the fleet's processes, sampled every second; each one's VmHWM at the end."""
 
     def __init__(self) -> None:
+        super().__init__("bench-memory", 1.0)
         self.pids: dict[str, int] = {}
         self.peak_mb = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
     @staticmethod
     def _status(pid: int, key: str) -> float:
@@ -105,18 +104,11 @@ class Memory:
             pass
         return 0.0
 
-    def _loop(self) -> None:
-        while not self._stop.wait(1.0):
-            self.peak_mb = max(self.peak_mb, sum(self._status(p, "VmRSS") for p in self.pids.values()))
+    def tick(self) -> None:
+        self.peak_mb = max(self.peak_mb, sum(self._status(p, "VmRSS") for p in self.pids.values()))
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> dict[str, float]:
-        hwm = {name: round(self._status(pid, "VmHWM"), 1) for name, pid in self.pids.items()}
-        self._stop.set()
-        self._thread.join(timeout=5)
-        return hwm
+    def high_water(self) -> dict[str, float]:
+        return {name: round(self._status(pid, "VmHWM"), 1) for name, pid in self.pids.items()}
 
 
 def _until(what: str, cond: Any, timeout: float, every: float = 1.0) -> float:
@@ -255,12 +247,13 @@ def fleet_part(config: dict[str, Any], out: dict[str, Any]) -> None:
         out["borrow_wave_running_s"] = round(time.monotonic() - t, 1)
     finally:
         out["peak_mb_sum"] = round(mem.peak_mb, 1)
-        out["peak_mb_each"] = mem.stop()
+        out["peak_mb_each"] = mem.high_water()
+        mem.stop()
         manager.stop()
         fleet.stop()
 
 
-class Progress:
+class Progress(Poller):
     """The engine's checkpoint read every ``every`` seconds: how many resources it holds when.
 
     With checkpoints on, the local backend rewrites the whole stack file after every step; the
@@ -269,11 +262,9 @@ class Progress:
     """
 
     def __init__(self, state: Path, every: float = 60.0) -> None:
+        super().__init__("bench-progress", every)
         self.state = state
-        self.every = every
         self.samples: list[tuple[float, int, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
         self._t0 = time.monotonic()
 
     def _read(self) -> tuple[int, int] | None:
@@ -286,20 +277,11 @@ class Progress:
             return len((doc.get("checkpoint", {}).get("latest") or {}).get("resources") or []), len(raw)
         return None
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            got = self._read()
-            if got is not None:
-                self.samples.append((round(time.monotonic() - self._t0), *got))
-                print(f"bench-fleet: engine progress {self.samples[-1]}", file=sys.stderr, flush=True)
-
-    def __enter__(self) -> Progress:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+    def tick(self) -> None:
+        got = self._read()
+        if got is not None:
+            self.samples.append((round(time.monotonic() - self._t0), *got))
+            print(f"bench-fleet: engine progress {self.samples[-1]}", file=sys.stderr, flush=True)
 
 
 def _state_bytes(state: Path) -> int:

@@ -33,7 +33,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -49,6 +48,7 @@ from components.operators import nic_cluster_policy
 from e2e import toolchain, upstream
 from e2e.kube import ApiError, Kube
 from e2e.kueue import KueueManager
+from e2e.processes import Poller
 
 ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM = upstream.upstream_dir()
@@ -236,44 +236,35 @@ class Stack:
 NETWORK_OPERATOR_SERVICE_ACCOUNTS = ("multus",)
 
 
-class NetworkOperatorStandIn:
+class NetworkOperatorStandIn(Poller):
     """Plays the Network Operator where the program waits on it: reports every NicClusterPolicy
     ``status.state: ready`` through the status subresource, as the operator does once its states
     are ready (what ``pulumi.com/waitFor`` waits on), and creates the ServiceAccounts it would
     create in its namespace (:data:`NETWORK_OPERATOR_SERVICE_ACCOUNTS`) once that exists."""
 
     def __init__(self, kube: Kube, every: float = 0.5, namespace: str = "nvidia-network-operator") -> None:
-        self.kube, self.every, self.namespace = kube, every, namespace
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="network-operator-standin", daemon=True)
+        super().__init__("network-operator-standin", every)
+        self.kube, self.namespace = kube, namespace
         self.reported: set[str] = set()
+        self._made: set[str] = set()
 
-    def __enter__(self) -> NetworkOperatorStandIn:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
+    def tick(self) -> None:
         api = nic_cluster_policy.API_VERSION
-        made: set[str] = set()
-        while not self._stop.wait(self.every):
-            with contextlib.suppress(ApiError, OSError, KeyError, LookupError):
-                if made != set(NETWORK_OPERATOR_SERVICE_ACCOUNTS) and self.kube.get("v1", "Namespace", self.namespace):
-                    for name in NETWORK_OPERATOR_SERVICE_ACCOUNTS:
-                        meta = {"name": name, "namespace": self.namespace}
-                        self.kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
-                        made.add(name)
-                if not self.kube.served(api, "NicClusterPolicy"):
+        with contextlib.suppress(ApiError, OSError, KeyError, LookupError):
+            wanted = set(NETWORK_OPERATOR_SERVICE_ACCOUNTS)
+            if self._made != wanted and self.kube.get("v1", "Namespace", self.namespace):
+                for name in NETWORK_OPERATOR_SERVICE_ACCOUNTS:
+                    meta = {"name": name, "namespace": self.namespace}
+                    self.kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
+                    self._made.add(name)
+            if not self.kube.served(api, "NicClusterPolicy"):
+                return
+            for ncp in self.kube.list(api, "NicClusterPolicy"):
+                name = ncp["metadata"]["name"]
+                if (ncp.get("status") or {}).get("state") == "ready":
                     continue
-                for ncp in self.kube.list(api, "NicClusterPolicy"):
-                    name = ncp["metadata"]["name"]
-                    if (ncp.get("status") or {}).get("state") == "ready":
-                        continue
-                    self.kube.patch(api, "NicClusterPolicy", name, None, {"status": {"state": "ready"}}, sub="status")
-                    self.reported.add(name)
+                self.kube.patch(api, "NicClusterPolicy", name, None, {"status": {"state": "ready"}}, sub="status")
+                self.reported.add(name)
 
 
 class Operators:

@@ -57,6 +57,7 @@ from components.queueing import queues
 from e2e import toolchain
 from e2e.kube import ApiError, Kube, Obj
 from e2e.kueue_process import KueueProcess
+from e2e.processes import Poller
 
 #: Names the chart gives its objects (``kueue.fullname`` of release ``kueue``).
 FULLNAME: Final = queues.RELEASE
@@ -81,7 +82,7 @@ def _port_of(client: Mapping[str, Any]) -> int | None:
     return int(service["port"]) if "port" in service else None
 
 
-class KueueManager(KueueProcess):
+class KueueManager(KueueProcess, Poller):
     """Kueue's manager against the API server of ``kube``, with the chart's webhooks pointed at it (see the module).
 
     Start it before the chart is installed (it waits for the chart's objects) or after; use it as a
@@ -99,43 +100,31 @@ class KueueManager(KueueProcess):
         overrides: Mapping[str, Any] | None = None,
         every: float = 0.3,
     ) -> None:
-        super().__init__(workdir or Path(tempfile.mkdtemp(prefix="gpuaas-kueue-")))
+        KueueProcess.__init__(self, workdir or Path(tempfile.mkdtemp(prefix="gpuaas-kueue-")))
+        Poller.__init__(self, "kueue-manager", every)
         self.kube, self.namespace = kube, namespace
         self.bin_dir = bin_dir or toolchain.build(toolchain.TOOLSETS["kueue"])
         self.overrides = dict(overrides or {})
-        self.every = every
         #: What the e2e changed in the API server, one line each (for the test log).
         self.patched: list[str] = []
         self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="kueue-manager", daemon=True)
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------------------------------
-    def __enter__(self) -> KueueManager:
-        self._thread.start()
-        return self
+    def tick(self) -> None:
+        try:
+            with self._lock:
+                self.register()
+                if self.proc is None and self._chart_installed():
+                    self._start()
+                if self.proc is not None:
+                    self.mount_certs()
+                play_pods(self.kube, self.namespace, self.serving())
+        except (ApiError, OSError, KeyError, LookupError, subprocess.SubprocessError) as e:
+            self.errors = [*self.errors[-20:], f"{type(e).__name__}: {e}"]
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                with self._lock:
-                    self.register()
-                    if self.proc is None and self._chart_installed():
-                        self._start()
-                    if self.proc is not None:
-                        self.mount_certs()
-                    play_pods(self.kube, self.namespace, self.serving())
-            except (ApiError, OSError, KeyError, LookupError, subprocess.SubprocessError) as e:
-                self.errors = [*self.errors[-20:], f"{type(e).__name__}: {e}"]
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=15)
+    def stop(self, timeout: float = 15.0) -> None:
+        Poller.stop(self, timeout)
         self.terminate()
 
     # ---------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 What every server the e2e starts needs, whoever starts it (the control plane, Kueue's manager,
 the CNI harness): a loopback port no other server of this process was given, a child that dies
-with the Python process even on ``kill -9``, and the end of its log for an error message.
+with the Python process even on ``kill -9``, and the end of its log for an error message. And
+:class:`Poller`, the background thread the harness plays operators with and the benchmarks sample by.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import urllib.request
 from pathlib import Path
+from typing import Self
 
 #: Ports this process has handed out: never one twice (a probed port is free again the moment its
 #: probe socket closes, so two calls of ``bind(0)`` could return one port to two servers).
@@ -96,3 +99,40 @@ class Proc:
 
     def tail(self, lines: int = 40) -> str:
         return log_tail(self.log, lines)
+
+
+class Poller:
+    """A daemon thread that calls :meth:`tick` every ``every`` seconds until stopped; a context manager.
+
+    One shape for everything the harness does beside a test or a benchmark while something else
+    runs: playing an operator (the Network Operator's status, Kueue's manager), sampling memory or
+    the engine's checkpoint. The first tick comes ``every`` seconds after the start; :meth:`stop`
+    ends the wait at once, so a stop takes at most one tick.
+    """
+
+    def __init__(self, name: str, every: float) -> None:
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def tick(self) -> None:
+        raise NotImplementedError
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self.tick()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=timeout)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
