@@ -5,6 +5,11 @@ import pulumi
 from components.guards.gate import FORMAT, FORMAT_KEY, STACK_KEY, report_refusals_once
 from components.loader import load_config, todays_date
 from components.platform import Platform
+from components.runtime import tune_collector
+
+# Before anything is built: the run's heap only grows, and the default thresholds walk it over and
+# over (half the program's CPU in a preview at fleet scale; components/runtime.py).
+tune_collector()
 
 # The one read of the clock: the Kubernetes version rule judges support dates by it (warnings on
 # the console, refusals before anything is sent); no resource depends on it.
