@@ -486,6 +486,26 @@ def _settled(d: Deployed) -> bool:
     return before
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux /proc): the engine's plugins and language host."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = stat.read_text()
+            if int(text[text.rindex(")") + 2 :].split()[1]) == pid:
+                out.append(int(stat.parent.name))
+    return out
+
+
+def _reap(pids: list[int]) -> None:
+    """SIGKILL what the engine started and left behind. The engine starts each plugin in a process
+    group of its own (so a Ctrl-C reaches only the engine, which then stops them), so killing the
+    engine's group leaves its plugins running, orphaned, once it is gone."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def interrupt_part_way(d: Deployed, sig: signal.Signals, attempts: int = 5) -> str:
     """Start an update that adds two teams and send ``sig`` while it is part way, proven so.
 
@@ -500,11 +520,13 @@ def interrupt_part_way(d: Deployed, sig: signal.Signals, attempts: int = 5) -> s
             config = with_team(config, team)
         d.stack.write_config(config)
         proc = start_up(d.stack)
+        started: list[int] = []
         try:
             d.kube.wait_for(
                 "the update under way", lambda: d.kube.get("v1", "Namespace", "robotics") is not None, 300, 0.05
             )
             os.killpg(proc.pid, signal.SIGSTOP)
+            started = _children(proc.pid)
             if _settled(d):
                 os.killpg(proc.pid, signal.SIGCONT)  # too late to interrupt: let it end, undo it, again
                 proc.communicate(timeout=300)
@@ -517,6 +539,7 @@ def interrupt_part_way(d: Deployed, sig: signal.Signals, attempts: int = 5) -> s
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
+            _reap(started)
         assert proc.returncode != 0, out[-3000:]
         return out
     pytest.fail(f"the update finished before {sig.name} could land, {attempts} times")
