@@ -46,6 +46,18 @@ ANY_NODE: Final = "gpuaas-any-node"
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
 
+#: What the queues account: ``cpu``, ``memory``, the GPU kinds of the groups' flavors and the
+#: team's partition resource (:func:`team_lines`). Kubernetes' other pod resources, local
+#: ``ephemeral-storage`` and ``hugepages-<size>``, no team quota counts; Kueue refuses a workload
+#: requesting a resource its ClusterQueue does not cover ("resource ... unavailable in
+#: ClusterQueue", v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go), so a Job with a scratch
+#: volume limit or huge pages would wait forever. Kueue drops these from the workload's requests
+#: by prefix (``resources.excludeResourcePrefixes``, pkg/workload/workload.go
+#: ``dropExcludedResources``: ``strings.HasPrefix``); none of them prefixes a resource the queues
+#: cover (tests/queueing/test_kueue_release.py). Any other extended resource stays accounted: a
+#: device the platform does not know is not handed out past the queue.
+UNACCOUNTED_PREFIXES: Final = ("ephemeral-storage", "hugepages-")
+
 
 # --------------------------------------------------------------------------------------------
 # Quantities: one grammar everywhere (components/model/grammar.py, a port of apimachinery's parser)

@@ -230,17 +230,19 @@ def _resources(cfg: StackConfig) -> dict[str, Any]:
     DRA model: each DeviceClass counts as the extended resource the ClusterQueues cover, so a claim
     draws on the same nominal quota as a device-plugin request (Kueue 0.19 ``deviceClassMappings``,
     KueueDRAIntegration beta, on by default). HAMi: memory and cores per slice count times the
-    pod's slices, as HAMi's own quota counts them (``transformations``), and the task priority is
-    left out (``excludeResourcePrefixes``; components/model/hami.py).
+    pod's slices, as HAMi's own quota counts them (``transformations``). Left out
+    (``excludeResourcePrefixes``): what no team quota counts
+    (:data:`components.model.elastic.UNACCOUNTED_PREFIXES`) and HAMi's task priority
+    (components/model/hami.py).
     """
-    out: dict[str, Any] = {}
-    if excluded := hami.kueue_excluded_prefixes(cfg):
-        out["excludeResourcePrefixes"] = excluded
+    out: dict[str, Any] = {
+        "excludeResourcePrefixes": [*elastic.UNACCOUNTED_PREFIXES, *hami.kueue_excluded_prefixes(cfg)]
+    }
     if transformations := hami.kueue_transformations(cfg):
         out["transformations"] = transformations
     if mappings := dra.kueue_device_class_mappings(cfg):
         out["deviceClassMappings"] = mappings
-    return {"resources": out} if out else {}
+    return {"resources": out}
 
 
 #: The chart's selector labels of the manager pods (templates/_helpers.tpl ``kueue.selectorLabels``,

@@ -197,7 +197,7 @@ def test_kueue_counts_memory_and_cores_per_slice_times_slices() -> None:
     values = hami_run().named("gpuaas-queues-kueue").inputs["values"]
     config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
     assert config["resources"] == {
-        "excludeResourcePrefixes": [resources.HAMI_PRIORITY],
+        "excludeResourcePrefixes": ["ephemeral-storage", "hugepages-", resources.HAMI_PRIORITY],
         "transformations": [
             {
                 "input": r,

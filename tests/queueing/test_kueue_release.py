@@ -127,3 +127,46 @@ def test_the_aks_elastic_variant_plans() -> None:
     assert unowned["expression"] == "['ndshared']"
     cq = yaml.safe_load(yaml.safe_dump(run.named("gpuaas-queues-interns-cluster-queue").inputs))
     assert [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]] == ["ndshared", "gpuaas-any-node"]
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 35, item 6: what the queues account, and what Kueue leaves out of a workload's requests
+
+
+def _stacks() -> dict[str, StackConfig]:
+    stacks = ROOT / "tests" / "stacks"
+    return {
+        "onprem": onprem(),
+        "aks-elastic": aks_elastic(),
+        "onprem-hami": parse_config(gpuaas_section(stack_config("onprem", stacks / "onprem-hami.yaml"))),
+        "onprem-dra": parse_config(gpuaas_section(stack_config("onprem", stacks / "onprem-dra.yaml"))),
+    }
+
+
+def _kueue_drops(requests: set[str], prefixes: list[str]) -> set[str]:
+    """What Kueue counts of a pod's requests: v0.19.2 pkg/workload ``dropExcludedResources``
+    removes every resource whose name starts with one of the prefixes (``strings.HasPrefix``)."""
+    return {r for r in requests if not any(r.startswith(p) for p in prefixes)}
+
+
+def _covered(cfg: StackConfig) -> set[str]:
+    return {r for t in cfg.teams for g in queues.resource_groups(cfg, t) for r in g["coveredResources"]}
+
+
+@pytest.mark.parametrize("stack", ["onprem", "aks-elastic", "onprem-hami", "onprem-dra"])
+def test_kueue_counts_what_the_queues_cover_and_leaves_out_scratch_space_and_huge_pages(stack: str) -> None:
+    """A Job asking ``ephemeral-storage`` or ``hugepages-2Mi`` besides its GPUs: Kueue keeps only
+    resources some ClusterQueue covers, so it can be admitted; every covered resource still counts."""
+    cfg = _stacks()[stack]
+    prefixes = queues.kueue_configuration(cfg)["resources"]["excludeResourcePrefixes"]
+    covered = _covered(cfg)
+    extra = {"ephemeral-storage", "hugepages-2Mi", "hugepages-1Gi"}
+    assert _kueue_drops(covered | extra, prefixes) == covered
+
+
+@pytest.mark.parametrize("stack", ["onprem", "aks-elastic", "onprem-hami", "onprem-dra"])
+def test_a_device_the_platform_does_not_know_still_counts(stack: str) -> None:
+    """The twin: an extended resource no queue covers is not dropped (Kueue holds it: no quota)."""
+    cfg = _stacks()[stack]
+    prefixes = queues.kueue_configuration(cfg)["resources"]["excludeResourcePrefixes"]
+    assert _kueue_drops({"example.com/fpga", "nvidia.com/gpu"}, prefixes) == {"example.com/fpga", "nvidia.com/gpu"}
