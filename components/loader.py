@@ -62,7 +62,7 @@ def read_stack_file(file: Path) -> dict[str, Any]:
     return dict(config)
 
 
-_PATH_PART = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\["([^"]*)"\]')
+_PATH_PART = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]|\["([^"]*)"\]')
 
 
 def _loc_of(issue_path: str) -> tuple[str | int, ...]:

@@ -34,7 +34,7 @@ from pydantic import AfterValidator
 
 from components.model.base import Model
 from components.model.errors import Issue
-from components.model.grammar import check_image_repository
+from components.model.grammar import OCI_SCHEME, check_image_repository
 from components.model.versions import Versions
 
 #: Chart names, as the charts' own ``Chart.yaml`` name them (network-operator v26.4.1,
@@ -50,7 +50,7 @@ HAMI: str = "hami"
 
 #: Linux PATH_MAX, with the NUL.
 PATH_MAX = 4096
-OCI = "oci://"
+OCI = OCI_SCHEME
 
 
 def check_oci_registry(value: str) -> str:

@@ -7,7 +7,7 @@ from typing import Literal
 from components.model.base import Model
 from components.model.types import (
     DnsLabel,
-    PositiveInt,
+    GoDurationSeconds,
 )
 
 
@@ -38,7 +38,7 @@ class GpuOperator(Model):
     gpudirect: Literal["dmabuf", "peermem"] = "dmabuf"
     #: ``None``: derived per platform (host driver on-prem, operator driver on AKS).
     driver_enabled: bool | None = None
-    helm_timeout_seconds: PositiveInt = 1800
+    helm_timeout_seconds: GoDurationSeconds = 1800
     #: How pods get GPUs: ``devicePlugin`` (ClusterPolicy; ``nvidia.com/gpu`` extended resources)
     #: or ``dra`` (GPUCluster; ResourceClaims through the NVIDIA DRA driver, Kubernetes 1.34+).
     #: A running stack does not switch: GPUCluster is greenfield only (see components/model/dra.py).

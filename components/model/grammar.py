@@ -239,11 +239,58 @@ def check_image_tag(value: str) -> str:
 
 
 def check_url(value: str) -> str:
-    """A chart repository URL: https, http or oci, with a host, no spaces or quotes."""
+    """A chart repository URL: https, http or oci, with a host, no spaces or quotes, no credentials.
+
+    ``https://user:token@host/charts`` would work, and put the token into the plan files, the
+    Pulumi state and every log line naming the repository: credentials belong to ``helm repo add
+    --username`` or ``helm registry login``, never the URL (RFC 3986 3.2.1 deprecates them there).
+    """
     bad = set(value) & set(" \t\"'`<>\\")
-    parts = urlsplit(value)
-    if bad or parts.scheme not in ("https", "http", "oci") or not parts.hostname:
+    try:
+        parts = urlsplit(value)
+        ok = parts.scheme in ("https", "http", "oci") and bool(parts.hostname) and (parts.port or 0) >= 0
+    except ValueError:  # a malformed port or IPv6 host
+        ok = False
+    if bad or not ok:
         raise ValueError(f"{value!r} is not a repository URL (https://host/path, http:// or oci://host/path)")
+    if "@" in parts.netloc:
+        raise ValueError(
+            f"{_without_userinfo(value)!r} (credentials removed) is not a repository URL: it carries a user name or "
+            "password, which would land in the plan files and the state; write the URL without them "
+            "(https://host/path) and log in with helm repo add --username or helm registry login"
+        )
+    return value
+
+
+def _without_userinfo(value: str) -> str:
+    scheme, sep, rest = value.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    return f"{scheme}{sep}***@{netloc.rpartition('@')[2]}{slash}{tail}"
+
+
+#: Helm's scheme for charts in an OCI registry.
+OCI_SCHEME = "oci://"
+
+
+def check_oci_reference(value: str) -> str:
+    """A chart as an OCI reference, ``oci://<registry>[:port]/<path>`` (Helm's ``oci://`` scheme,
+    helm.sh/helm/v3 pkg/registry): after the scheme an image repository with its registry
+    (distribution/reference's grammar), no tag or digest (the version is given beside it) and no
+    credentials."""
+    rest = value.removeprefix(OCI_SCHEME)
+    registry = rest.partition("/")[0]
+    # distribution/reference: the first component is the registry when it has a '.' or ':' or is localhost.
+    has_registry = "." in registry or ":" in registry or registry == "localhost"
+    ok = value.startswith(OCI_SCHEME) and "/" in rest and has_registry
+    try:
+        ok = ok and bool(check_image_repository(rest))
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{value!r} is not an OCI chart reference (oci://<registry>[:port]/<path>/<chart>, lowercase path "
+            "components, no tag, digest, spaces or credentials), e.g. oci://registry.k8s.io/kueue/charts/kueue"
+        )
     return value
 
 

@@ -76,7 +76,7 @@ MINORS: Final[tuple[Support, ...]] = (
     Support((1, 37), date(2027, 10, 28), date(2026, 10, 31), date(2027, 10, 31), "AKS calendar (GA planned Oct 2026)"),
 )
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?$")
+_VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?$")
 
 
 def parse(text: str) -> tuple[int, int, int] | None:
@@ -212,7 +212,7 @@ CHART_KUBE_VERSIONS: Final[dict[tuple[str, str], str]] = {
 KUEUE_MIN_KUBERNETES: Final[Minor] = (1, 29)
 KUEUE_TESTED: Final[tuple[Minor, ...]] = ((1, 34), (1, 35), (1, 36))
 
-_PART = r"(\d+|[xX*])"
+_PART = r"([0-9]+|[xX*])"
 _COMPARATOR = re.compile(rf"^(>=|<=|!=|>|<|=|~|\^)?\s*v?{_PART}(?:\.{_PART})?(?:\.{_PART})?(?:-[0-9A-Za-z.-]+)?$")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from components.model.catalog import GpuModel
 
 DISABLED = "all-disabled"
-_TERM = re.compile(r"^(\d+)x(.+)$")
+_TERM = re.compile(r"^([0-9]+)x(.+)$")
 
 
 class LayoutError(ValueError):

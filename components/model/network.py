@@ -14,6 +14,7 @@ from components.model.base import Model
 from components.model.grammar import extended_resource_problem
 from components.model.types import (
     DnsLabel,
+    GoDurationSeconds,
     LabelKey,
     LabelValue,
     PositiveInt,
@@ -67,7 +68,7 @@ class Network(Model):
     )
     tolerations: list[Toleration] = Field(default_factory=lambda: [Toleration(key="nvidia.com/gpu")])
     #: Seconds a Helm release may take before it is rolled back (driver builds are slow).
-    helm_timeout_seconds: PositiveInt = 1200
+    helm_timeout_seconds: GoDurationSeconds = 1200
 
     @model_validator(mode="after")
     def _extended_resource(self) -> Network:

@@ -15,7 +15,7 @@ from typing import Annotated, Final
 from pydantic import AfterValidator, Field
 
 from components.model.base import Model
-from components.model.types import DnsLabel, LabelKey, LabelValue
+from components.model.types import DnsLabel, LabelKey, LabelValue, check_go_duration_seconds
 
 # --------------------------------------------------------------------------------------------
 # Durations (Prometheus' own grammar, restricted to one unit so that windows add up in seconds)
@@ -35,7 +35,7 @@ def duration_seconds(text: str) -> int:
 
 
 def _duration(text: str) -> str:
-    duration_seconds(text)
+    check_go_duration_seconds(duration_seconds(text), repr(text))  # Prometheus: "duration out of range"
     return text
 
 

@@ -9,9 +9,10 @@ from pydantic import Field
 from components.model.base import Model
 from components.model.types import (
     DnsLabel,
+    GoDurationSeconds,
     MemoryMiB,
     NonNegativeInt,
-    PositiveInt,
+    PositiveInt32,
     PriorityClassName,
     Quantity,
     ServiceAccountRef,
@@ -171,12 +172,12 @@ class Queues(Model):
     #: Kueue's manager replicas (chart ``controllerManager.replicas``): its pod webhook is
     #: ``failurePolicy: Fail`` on every team namespace, so with one replica down no team pod can
     #: be created. Two or more run with leader election, a PodDisruptionBudget and spread over nodes.
-    replicas: PositiveInt = 2
+    replicas: PositiveInt32 = 2
     #: Seconds an admitted workload has for all its pods to be ready before Kueue evicts it and
     #: requeues it (``waitForPodsReady.timeout``), giving back the quota it held (a pod refused by
     #: the ResourceQuota, unschedulable or stuck pulling its image never starts).
-    pods_ready_timeout_seconds: PositiveInt = 600
-    helm_timeout_seconds: PositiveInt = 600
+    pods_ready_timeout_seconds: GoDurationSeconds = 600
+    helm_timeout_seconds: GoDurationSeconds = 600
 
 
 def effective_integrations(queues: Queues) -> frozenset[str]:

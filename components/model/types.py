@@ -16,7 +16,7 @@ from components.model import azure_grammar, grammar
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-SEMVER_TAG = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
+SEMVER_TAG = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$")
 GUID_TEXT = re.compile(r"^(0x)?[0-9a-fA-F]{1,16}$")
 GUID_COLONS = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){7}$")
 AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
@@ -240,3 +240,44 @@ PriorityClassName = Annotated[str, AfterValidator(_priority_class_name)]
 #: A user priority: Kubernetes keeps values above 10^9 for system classes (HighestUserDefinablePriority);
 #: Kueue stores the value as int32.
 UserPriority = Annotated[int, Field(ge=-(2**31), le=1_000_000_000)]
+
+
+# --------------------------------------------------------------------------------------------
+# Numbers as their consumers hold them
+
+#: Kubernetes' and Kueue's int32 fields (``replicas``, a priority's ``value``).
+INT32_MAX = 2**31 - 1
+#: Go's ``time.Duration`` is int64 nanoseconds: its longest is 2^63-1 ns, 9223372036 whole seconds
+#: (about 292 years). Kueue reads ``waitForPodsReady.timeout`` with ``time.ParseDuration`` (which
+#: refuses a longer one: "invalid duration"), Helm multiplies the release's timeout seconds by
+#: ``time.Second`` (which overflows silently into a negative timeout) and Prometheus' duration
+#: parser answers "duration out of range".
+GO_DURATION_MAX_SECONDS = (2**63 - 1) // 10**9
+
+
+def _int32(value: int) -> int:
+    if value > INT32_MAX:
+        raise ValueError(f"{value} is more than an int32 holds, which is how Kubernetes stores it; at most {INT32_MAX}")
+    return value
+
+
+def check_go_duration_seconds(seconds: int, shown: object) -> None:
+    """Refuse ``seconds`` longer than a Go duration holds; ``shown`` is the value as written."""
+    if seconds > GO_DURATION_MAX_SECONDS:
+        raise ValueError(
+            f"{shown} is longer than a Go duration holds (time.Duration, int64 nanoseconds: at most "
+            f"{GO_DURATION_MAX_SECONDS} seconds, about 292 years), which is how Kubernetes, Helm and Prometheus read it"
+        )
+
+
+def _go_seconds(value: int) -> int:
+    check_go_duration_seconds(value, f"{value} seconds")
+    return value
+
+
+#: A positive count a consumer stores as int32 (``queues.replicas``: the Deployment's ``replicas``).
+PositiveInt32 = Annotated[int, Field(ge=1), AfterValidator(_int32)]
+#: Seconds a Go program reads as a ``time.Duration`` (Kueue's timeouts, Helm's ``--timeout``).
+GoDurationSeconds = Annotated[int, Field(ge=1), AfterValidator(_go_seconds)]
+#: A chart in an OCI registry, ``oci://<registry>/<path>`` (``versions.kueueChartRef``).
+OciReference = Annotated[str, AfterValidator(grammar.check_oci_reference)]

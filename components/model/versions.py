@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from components.model.base import Model
-from components.model.types import ChartVersion, ImageDigest, ImageRepository, ImageTag, RepositoryUrl
+from components.model.types import ChartVersion, ImageDigest, ImageRepository, ImageTag, OciReference, RepositoryUrl
 
 #: NVIDIA's Helm repository, home of both operator charts.
 #: https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html
@@ -131,12 +131,12 @@ class Versions(Model):
     gpu_driver: ImageTag | None = None
     #: NVIDIA DRA driver for GPUs (``gpuOperator.resourceModel: dra``): repository and tag of the
     #: ``dra-driver-nvidia-gpu`` image the GPUCluster names.
-    dra_driver_repository: str = DRA_DRIVER_REPOSITORY
+    dra_driver_repository: ImageRepository = DRA_DRIVER_REPOSITORY
     dra_driver: ImageTag = DRA_DRIVER
     #: Kueue (``gpuaas:queues``): its chart (an OCI reference, no repository) and manager image.
     kueue_chart: ChartVersion = KUEUE_CHART
-    kueue_chart_ref: str = KUEUE_CHART_REF
-    kueue_image: str = KUEUE_IMAGE
+    kueue_chart_ref: OciReference = KUEUE_CHART_REF
+    kueue_image: ImageRepository = KUEUE_IMAGE
     kueue: ImageTag = KUEUE
     #: HAMi (node groups with ``hami``): its chart repository and version, its image (device plugin,
     #: scheduler extender, monitor), the kube-scheduler repository (tagged with the cluster's declared

@@ -17,7 +17,7 @@ from components.model.config import StackConfig
 from components.model.errors import Issue
 from components.model.platform import AksPlatform
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?$")
+_VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?$")
 
 
 def parse_version(text: str) -> tuple[int, int, int] | None:
@@ -30,7 +30,7 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
 
 def _release(tag: str) -> tuple[int, ...]:
     """``v26.7.0`` (or ``v26.7.0-rc.1``, compared by its release numbers) as a tuple."""
-    return tuple(int(n) for n in re.findall(r"\d+", tag.split("-", 1)[0])[:3])
+    return tuple(int(n) for n in re.findall(r"[0-9]+", tag.split("-", 1)[0])[:3])
 
 
 def _fmt(v: tuple[int, ...]) -> str:

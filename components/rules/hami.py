@@ -27,7 +27,7 @@ from components.rules.common import config_key
 from components.rules.dra import parse_version
 
 #: A version kube-scheduler images are tagged with (registry.k8s.io/kube-scheduler:v1.34.4).
-_PATCH_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+_PATCH_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)$")
 #: The config key of each HAMi resource in a quota or queue limit.
 QUOTA_KEYS = {resources.HAMI_GPU: "hami.gpus", resources.HAMI_MEMORY: "hami.memory", resources.HAMI_CORES: "hami.cores"}
 
@@ -119,7 +119,7 @@ def _scheduler_version(cfg: StackConfig, version: tuple[int, int, int] | None) -
     )
     if declared is None:
         yield Issue(key, f"is required with a HAMi node group: {why}; declare it (kubectl version), e.g. 1.34.4")
-    elif re.fullmatch(r"\d+\.\d+", declared):
+    elif re.fullmatch(r"[0-9]+\.[0-9]+", declared):
         yield Issue(key, f"{declared}: with a HAMi node group declare the patch too, e.g. {declared}.4: {why}")
     # anything else malformed is reported by components/rules/dra.py
 
