@@ -47,6 +47,7 @@ def check(cfg: StackConfig, today: date = kubernetes.REVIEWED) -> list[Issue]:
         fabric.check,
         proofs.check,
         namespaces.namespace_collisions,
+        namespaces.foreign_namespace_collisions,
         namespaces.reserved_namespaces,
         namespaces.proof_name_collisions,
         dra.dra_issues,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from components.model import hami
 from components.model.config import StackConfig
 from components.model.errors import Issue
 from components.model.resources import POOL_NAMESPACE
@@ -19,14 +20,16 @@ from components.rules.tenancy import RESERVED_NAMESPACES
 def namespace_owners(cfg: StackConfig) -> list[tuple[str, str]]:
     """``(namespace, config path)`` of every namespace the stack creates, in config order.
 
-    The verification pool namespace (:data:`components.proofs.targets.POOL_NAMESPACE`) is fixed, so
-    its owner is the program; it is listed whether or not pool proofs are on, so that turning
-    them on later cannot collide with a team.
+    The verification pool namespace (:data:`components.proofs.targets.POOL_NAMESPACE`) and HAMi's
+    (:data:`components.model.hami.NAMESPACE`) are fixed, so their owner is the program; they are
+    listed whether or not pool proofs or HAMi are on, so that turning them on later cannot collide
+    with a team (the plan writer's "two objects of the plan" check never runs on ``pulumi up``).
     """
     owners = [
         (cfg.network.namespace, "gpuaas:network.namespace"),
         (cfg.gpu_operator.namespace, "gpuaas:gpuOperator.namespace"),
         (POOL_NAMESPACE, f"the verification pool namespace (fixed {POOL_NAMESPACE!r})"),
+        (hami.NAMESPACE, f"HAMi's namespace (fixed {hami.NAMESPACE!r})"),
     ]
     if cfg.queues.elastic:  # Kueue's namespace exists only with elastic quotas
         owners.append((cfg.queues.namespace, "gpuaas:queues.namespace"))
@@ -52,6 +55,49 @@ def namespace_collisions(cfg: StackConfig) -> Iterator[Issue]:
             f"namespace {ns!r} is also {other if where.startswith('gpuaas:') else where}; every component and "
             "team needs a namespace of its own (one would create, and on destroy delete, the other's)",
         )
+
+
+def foreign_namespaces(cfg: StackConfig) -> list[tuple[str, str, str]]:
+    """``(namespace, config path, whose)`` of every namespace the config names that gpuaas does not
+    create: the Prometheus stack's and Grafana's (observability on), and those of the operators
+    trusted to create team pods (elastic queues)."""
+    out: list[tuple[str, str, str]] = []
+    o = cfg.observability
+    if o.enabled:
+        out.append((o.prometheus.namespace, "gpuaas:observability.prometheus.namespace", "the Prometheus stack's"))
+        if o.grafana.namespace is not None:
+            out.append((o.grafana.namespace, "gpuaas:observability.grafana.namespace", "Grafana's"))
+    if cfg.queues.elastic:
+        for j, c in enumerate(cfg.queues.controllers):
+            ns = c.service_account.partition("/")[0]
+            out.append(
+                (ns, f"gpuaas:queues.controllers[{j}].serviceAccount", f"the trusted operator {c.service_account}'s")
+            )
+    return out
+
+
+def foreign_namespace_collisions(cfg: StackConfig) -> Iterator[Issue]:
+    """A namespace gpuaas creates that is also one it does not: each way, gpuaas reaches what it must not.
+
+    ``network.namespace: monitoring`` makes gpuaas own the Prometheus stack's namespace (and
+    ``pulumi destroy`` delete it); a team namespaced ``monitoring`` puts its RoleBinding, quota,
+    LimitRange and admission policies on the monitoring stack;
+    ``observability.prometheus.namespace: vision`` puts the platform's rules and monitors in a team's
+    namespace, where the team can edit them; a team in a trusted operator's namespace can run pods
+    as that operator's service account, which the queue guards trust. Reported at the key of the
+    namespace gpuaas would create, naming the other.
+    """
+    foreign: dict[str, list[tuple[str, str]]] = {}
+    for ns, key, whose in foreign_namespaces(cfg):
+        foreign.setdefault(ns, []).append((key, whose))
+    for ns, where in namespace_owners(cfg):
+        for key, whose in foreign.get(ns, []):
+            yield Issue(
+                where if where.startswith("gpuaas:") else key,
+                f"namespace {ns!r} is also {key if where.startswith('gpuaas:') else where}, {whose} namespace, "
+                "which gpuaas does not create: gpuaas would own it (its quota, policies and bindings, and on "
+                "destroy the namespace itself) and the two would reach each other's objects; give each its own",
+            )
 
 
 def reserved_namespaces(cfg: StackConfig) -> Iterator[Issue]:

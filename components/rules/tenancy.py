@@ -15,6 +15,21 @@ from components.rules.hami import QUOTA_KEYS as HAMI_QUOTA_KEYS
 #: Namespaces a team may not take: the cluster's own and the platform's operators.
 RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 
+#: Kubernetes keeps the ``system:`` prefix for the groups it puts on its own users (Kubernetes docs,
+#: "Authenticating": users and groups ``system:`` are reserved for Kubernetes system use; RBAC
+#: "Default roles and role bindings"). Bound to a team's role, each hands the team's namespace,
+#: and with ``privileged: true`` privileged pods, to principals outside the team.
+SYSTEM_GROUPS = {
+    "system:authenticated": "every signed-in user",
+    "system:unauthenticated": "every anonymous request",
+    "system:serviceaccounts": "every service account of every namespace",
+    "system:masters": "the cluster's superusers (bypasses RBAC)",
+    "system:nodes": "every kubelet",
+    "system:bootstrappers": "node bootstrap tokens",
+    "system:monitoring": "the API server's monitoring clients",
+}
+SERVICE_ACCOUNTS_OF = "system:serviceaccounts:"
+
 
 def _teams(cfg: StackConfig) -> Iterator[Issue]:
     seen_names: dict[str, int] = {}
@@ -110,9 +125,40 @@ def _quotas(cfg: StackConfig) -> Iterator[Issue]:
             )
 
 
+def _groups(cfg: StackConfig) -> Iterator[Issue]:
+    """Groups that reach beyond the team: Kubernetes' own (``system:…``), except the team's own
+    namespace's service accounts (``system:serviceaccounts:<its namespace>``).
+
+    The stack's ``teams`` may be edited by a team lead in a pull request the platform plans: a
+    group is only as narrow as the identity provider's, never one Kubernetes gives to everyone.
+    """
+    ns_keys = {
+        t.ns: f"gpuaas:teams[{i}].{'namespace' if t.namespace is not None else 'name'}" for i, t in enumerate(cfg.teams)
+    }
+    for i, t in enumerate(cfg.teams):
+        for j, group in enumerate(t.groups):
+            key = config_key(f"teams[{i}]", f"groups[{j}]")
+            own = f"{SERVICE_ACCOUNTS_OF}{t.ns}"
+            if group == own or not group.startswith("system:"):
+                continue
+            if group.startswith(SERVICE_ACCOUNTS_OF):
+                other = group.removeprefix(SERVICE_ACCOUNTS_OF)
+                whose = f" ({ns_keys[other]})" if other in ns_keys else ""
+                what = f"the service accounts of namespace {other!r}{whose}, not this team's {t.ns!r}"
+            else:
+                what = SYSTEM_GROUPS.get(group, "a group Kubernetes reserves for its own users")
+            yield Issue(
+                key,
+                f"{group!r} is {what}: bound to the team's role it hands namespace {t.ns!r}"
+                f"{', where privileged pods run,' if t.privileged else ''} to them. Allowed: the identity provider's "
+                f"groups of the team, or {own!r} (the team's own service accounts)",
+            )
+
+
 def check(cfg: StackConfig) -> Iterator[Issue]:
-    """Every team's name, namespace and verify flag."""
+    """Every team's name, namespace, groups and verify flag."""
     yield from _teams(cfg)
+    yield from _groups(cfg)
 
 
 def quota_issues(cfg: StackConfig) -> Iterator[Issue]:
