@@ -13,14 +13,14 @@ import datetime
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from components.model import charts, hami, kubernetes, typewalk, yamlfile
+from components.model import charts, goyaml, hami, kubernetes, typewalk, yamlfile
 from components.model.azure_grammar import normal_location
 from components.model.config import StackConfig
 from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
@@ -43,7 +43,7 @@ def read_stack_file(file: Path) -> dict[str, Any]:
     """
     name = str(file)
     try:
-        data = yamlfile.read_yaml(file, "stack file")
+        data, root = yamlfile.load_with_nodes(yamlfile.read_text(file, "stack file"), name)
     except yamlfile.YamlError as err:
         raise ConfigError([Issue(err.where, err.why)]) from None
     if data is None:
@@ -56,10 +56,35 @@ def read_stack_file(file: Path) -> dict[str, Any]:
         return {}
     if not isinstance(config, dict):
         raise ConfigError([Issue(f"{name}: config", f"is a {type(config).__name__}; write a mapping of keys")])
+    read_alike = list(_read_differently(root, file))
+    if read_alike:
+        raise ConfigError(read_alike)
     bad = [k for k in config if not isinstance(k, str)]
     if bad:
         raise ConfigError([Issue(f"{name}: config", f"key {k!r} is not a string") for k in bad])
     return dict(config)
+
+
+def _read_differently(root: yaml.Node | None, file: Path) -> Iterator[Issue]:
+    """Every plain scalar of ``config:`` that the Pulumi CLI reads otherwise than this plan
+    (:mod:`components.model.goyaml`): ``pulumi up`` must deploy the values the plan showed."""
+    if not isinstance(root, yaml.MappingNode):
+        return
+    for key, value in root.value:
+        if isinstance(key, yaml.ScalarNode) and key.value == "config":
+            for loc, node, why in goyaml.differences(value):
+                mark = node.start_mark
+                yield Issue(_key_path(loc), f"{why} ({file.name}:{mark.line + 1}:{mark.column + 1})")
+
+
+def _key_path(loc: tuple[str | int, ...]) -> str:
+    """``("gpuaas:teams", 0, "quota")`` → ``gpuaas:teams[0].quota``; another namespace's keys as written."""
+    if not loc:
+        return "config"
+    first = str(loc[0])
+    if first.startswith(f"{NAMESPACE}:"):
+        return path((first.removeprefix(f"{NAMESPACE}:"), *loc[1:]))
+    return first + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
 
 
 _PATH_PART = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]|\["([^"]*)"\]')

@@ -163,14 +163,22 @@ def load(text: str, name: str) -> Any:
     return _run(text, name, construct=True)
 
 
-def _run(text: str, name: str, construct: bool) -> Any:
+def load_with_nodes(text: str, name: str) -> tuple[Any, yaml.Node | None]:
+    """The data of ``text`` and the node graph it was built from (positions, plain scalars as
+    written), composed once; bounded as :func:`compose` says."""
+    return _run(text, name, construct=True, keep_nodes=True)  # type: ignore[no-any-return]
+
+
+def _run(text: str, name: str, construct: bool, keep_nodes: bool = False) -> Any:
     loader: _BoundedLoader | None = None
     try:
         loader = _BoundedLoader(text)  # the reader checks the characters here already
         root = loader.get_single_node()
         if root is None:
-            return None
+            return (None, None) if keep_nodes else None
         _check_aliases(root, name)
+        if keep_nodes:
+            return loader.construct_document(root), root
         return loader.construct_document(root) if construct else root
     except yaml.YAMLError as err:
         raise _problem(name, err, text) from None
