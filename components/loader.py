@@ -26,7 +26,7 @@ from components.model.config import StackConfig
 from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
 from components.model.grammar import control_character_issues
 from components.rules import check
-from components.rules.versions import support_warnings
+from components.rules.versions import os_sku_warnings, support_warnings
 
 NAMESPACE = "gpuaas"
 
@@ -351,6 +351,6 @@ def load_config(today: datetime.date) -> StackConfig:
             raise ConfigError(missing)
     except ConfigError as err:
         raise pulumi.RunError(err.render()) from None
-    for warning in support_warnings(cfg, today):
+    for warning in [*support_warnings(cfg, today), *os_sku_warnings(cfg)]:
         pulumi.log.warn(warning)
     return cfg

@@ -103,6 +103,56 @@ def support_warnings(cfg: StackConfig, today: date) -> list[str]:
     ]
 
 
+def _pool_skus(cfg: StackConfig) -> list[tuple[str, str, str]]:
+    """``(config key, pool name, OS SKU)`` of the AKS system pool and every GPU pool; none on-prem."""
+    p = cfg.aks
+    if p is None:
+        return []
+    return [("gpuaas:platform.systemPool", p.system_pool.name, p.system_pool.os_sku)] + [
+        (f"gpuaas:platform.gpuPools[{i}]", pool.name, pool.os_sku) for i, pool in enumerate(p.gpu_pools)
+    ]
+
+
+def os_sku_warnings(cfg: StackConfig) -> list[str]:
+    """Console warnings: a pool's OS SKU runs this minor but not the next (AKS upgrade-os-version).
+
+    The rule (:func:`_os_skus`) refuses a minor the OS does not run, when it is too late to do
+    anything but migrate first; this says so one minor ahead, with the migration. The system pool
+    is inline in the ManagedCluster, which is protected (components/clusters/aks.py): it is not
+    changed in place but replaced by a new System-mode pool.
+    """
+    p = cfg.aks
+    minor = k8s.minor_of(p.kubernetes_version) if p is not None else None
+    if p is None or minor is None:
+        return []
+    nxt = (minor[0], minor[1] + 1)
+    out = []
+    for key, name, sku in _pool_skus(cfg):
+        lo, hi = k8s.AKS_OS_SKUS[sku]
+        if not lo <= minor <= hi or nxt <= hi:
+            continue  # refused by the rule already, or fine for the next minor too
+        fits = [s for s, (a, b) in k8s.AKS_OS_SKUS.items() if a <= minor and nxt <= b]
+        to = " or ".join(fits) or "an OS SKU AKS supports there"
+        if key.endswith("systemPool"):
+            how = (
+                f"the system pool sits inline in the protected ManagedCluster and is not changed in place: add a "
+                f"System-mode pool on {to} (az aks nodepool add --mode System --os-sku {fits[0] if fits else '...'}), "
+                f"drain '{name}' (kubectl drain), remove it, then set {key}.osSku and pulumi refresh"
+            )
+        else:
+            how = (
+                f"set osSku {to} on '{name}' in a run of its own on this minor (AKS reimages its nodes), or add a "
+                f"pool on {to} beside it, drain '{name}' (kubectl drain) and remove it"
+            )
+        out.append(
+            f"{key}.osSku: {sku} runs Kubernetes {k8s.fmt(lo)} to {k8s.fmt(hi)} only ({k8s.AKS_OS_DOC}); the cluster "
+            f"runs {p.kubernetes_version}, so the next minor, {k8s.fmt(nxt)}, needs {to} first. Migrate before "
+            f"upgrading: {how}; move every pool in the same run (the GPU Operator runs one OS per cluster; README "
+            "'Upgrading Kubernetes')"
+        )
+    return out
+
+
 def _os_skus(cfg: StackConfig) -> Iterator[Issue]:
     """AKS OS SKUs for the cluster's minor, one OS for the whole cluster (the GPU Operator's)."""
     p = cfg.aks

@@ -18,7 +18,7 @@ from components.loader import TODAY_ENV, parse_config, todays_date
 from components.model import kubernetes, versions
 from components.model.errors import ConfigError
 from components.plan.writer import main
-from components.rules.versions import support_warnings
+from components.rules.versions import os_sku_warnings, support_warnings
 from e2e.upstream import CheckedPath
 from tests.conftest import ROOT, raw_stack
 from tests.rules.test_config_rules import Edit, _del, _set
@@ -334,3 +334,50 @@ def test_a_bad_date_override_is_a_clean_error(monkeypatch: pytest.MonkeyPatch) -
     assert todays_date() == date(2027, 1, 15)
     monkeypatch.delenv(TODAY_ENV)
     assert todays_date() == date.today()
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 35, item 8: the OS SKU that will not run the next minor, said one minor ahead
+
+
+def _os_warnings(version: str, sku: str | None = None) -> list[str]:
+    raw = raw_stack("aks")
+    _set("platform.kubernetesVersion", version)(raw)
+    if sku is not None:
+        _os(sku)(raw)
+    return os_sku_warnings(parse_config(raw, TODAY))
+
+
+def test_ubuntu2204_on_its_last_minor_warns_each_pool_naming_the_migration() -> None:
+    warned = _os_warnings("1.36.3", "Ubuntu2204")
+    assert [w.split(":", 2)[1] for w in warned] == [
+        "platform.systemPool.osSku",
+        "platform.gpuPools[0].osSku",
+        "platform.gpuPools[1].osSku",
+    ]
+    system, gpu, _ = warned
+    for w in warned:
+        assert "runs Kubernetes 1.25 to 1.36 only" in w and "the next minor, 1.37, needs Ubuntu2404 first" in w
+    # The system pool is inline in the protected ManagedCluster: a new System pool, drain, remove.
+    assert "not changed in place" in system and "--mode System --os-sku Ubuntu2404" in system
+    assert "drain 'system'" in system and "remove it" in system
+    assert "drain 'ndh100a'" in gpu and "remove it" in gpu
+
+
+@pytest.mark.parametrize(
+    ("version", "sku"),
+    [("1.36.3", "Ubuntu2404"), ("1.35.7", "Ubuntu2204"), ("1.37.2", "Ubuntu2404")],
+)
+def test_an_os_that_runs_the_next_minor_too_is_not_warned(version: str, sku: str) -> None:
+    assert _os_warnings(version, sku) == []
+
+
+def test_the_default_stays_and_the_sample_stacks_say_their_os_sku() -> None:
+    """No default moves an existing stack: pools still default to Ubuntu2204; the samples write it out."""
+    bare = raw_stack("aks")
+    del bare["platform"]["systemPool"]["osSku"]
+    assert parse_config(bare, TODAY).aks.system_pool.os_sku == "Ubuntu2204"  # type: ignore[union-attr]
+    for f in (ROOT / "Pulumi.aks.yaml", ROOT / "tests" / "stacks" / "aks-elastic.yaml"):
+        platform = yaml.safe_load(f.read_text())["config"]["gpuaas:platform"]
+        pools = [platform["systemPool"], *platform["gpuPools"]]
+        assert all("osSku" in p for p in pools), f
