@@ -212,6 +212,52 @@ CHART_KUBE_VERSIONS: Final[dict[tuple[str, str], str]] = {
 KUEUE_MIN_KUBERNETES: Final[Minor] = (1, 29)
 KUEUE_TESTED: Final[tuple[Minor, ...]] = ((1, 34), (1, 35), (1, 36))
 
+#: Kueue releases newer than the pinned one (components/model/versions.py ``KUEUE``), known upstream
+#: (kubernetes-sigs/kueue releases, read 2026-12-04) but not served by the Go module proxy this
+#: project builds from (every later version answers 403): gpuaas cannot build, and so cannot test,
+#: them here. What moving to each involves: docs/notes/versions.md.
+KUEUE_KNOWN_NEWER: Final[tuple[str, ...]] = ("v0.19.14", "v0.20.7")
+
+
+@dataclass(frozen=True)
+class Patches:
+    """One minor's patches as gpuaas knows them: the newest released, the newest on AKS, the one tested."""
+
+    minor: Minor
+    newest_known: str
+    """The newest patch known to be released, and :attr:`known_from` says where it was read."""
+    known_from: str
+    aks: str | None
+    """The newest AKS patch recorded (AKS release notes); ``None``: none recorded."""
+    tested: str | None
+    """The patch gpuaas's e2e control plane is built from (``e2e/controlplane`` go.mod pins; the
+    e2e runs the default minor and, for the tests marked ``every_minor``, the oldest too)."""
+    untested_why: str = ""
+    """Why a newer patch than :attr:`tested` is not tested."""
+
+    @property
+    def name(self) -> str:
+        return fmt(self.minor)
+
+
+_PROXY = "the Go module proxy serves no newer k8s.io/kubernetes (every later tag answers 403)"
+_AKS_NOTES = "AKS release notes 2026-09-04, Azure/AKS#5948"
+
+#: The patch table, oldest first (the minors of :data:`MINORS` that gpuaas still plans for).
+PATCHES: Final[tuple[Patches, ...]] = (
+    Patches((1, 34), "1.34.10", _AKS_NOTES, aks="1.34.10", tested=None),
+    Patches(
+        (1, 35),
+        "1.35.9",
+        "the kubernetes/kubernetes v1.35.9 release, per issue 35",
+        aks="1.35.7",
+        tested="1.35.4",
+        untested_why=_PROXY,
+    ),
+    Patches((1, 36), "1.36.3", _AKS_NOTES, aks="1.36.3", tested=None),
+    Patches((1, 37), "1.37.2", "the Go module proxy, k8s.io/kubernetes v1.37.2", aks=None, tested="1.37.2"),
+)
+
 _PART = r"([0-9]+|[xX*])"
 _COMPARATOR = re.compile(rf"^(>=|<=|!=|>|<|=|~|\^)?\s*v?{_PART}(?:\.{_PART})?(?:\.{_PART})?(?:-[0-9A-Za-z.-]+)?$")
 
