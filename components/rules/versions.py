@@ -108,9 +108,9 @@ def _pool_skus(cfg: StackConfig) -> list[tuple[str, str, str]]:
     p = cfg.aks
     if p is None:
         return []
-    return [("gpuaas:platform.systemPool", p.system_pool.name, p.system_pool.os_sku)] + [
-        (f"gpuaas:platform.gpuPools[{i}]", pool.name, pool.os_sku) for i, pool in enumerate(p.gpu_pools)
-    ]
+    pools: list[tuple[str, str, str]] = [("gpuaas:platform.systemPool", p.system_pool.name, p.system_pool.os_sku)]
+    pools += [(f"gpuaas:platform.gpuPools[{i}]", pool.name, pool.os_sku) for i, pool in enumerate(p.gpu_pools)]
+    return pools
 
 
 def os_sku_warnings(cfg: StackConfig) -> list[str]:
