@@ -56,6 +56,8 @@ def parse_pkey(value: Any) -> int:
     elif isinstance(value, str):
         text = value.strip().lower()
         try:
+            if not text.isascii():  # int() reads every Unicode digit ('１'); OpenSM reads ASCII only
+                raise ValueError(text)
             raw = int(text, 16) if text.startswith("0x") else int(text, 10)
         except ValueError:
             raise ValueError(f"{value!r} is not a P_Key; write it as a number or hex string like 0x0001") from None

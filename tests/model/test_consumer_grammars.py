@@ -17,7 +17,7 @@ from components.model import kubernetes
 from components.model.catalog import GPU_MODELS
 from components.model.errors import ConfigError
 from components.model.mig import parse_layout
-from components.model.types import GO_DURATION_MAX_SECONDS, INT32_MAX
+from components.model.types import GO_DURATION_MAX_SECONDS, INT32_MAX, parse_pkey
 from tests.conftest import raw_stack
 
 GO_MAX_DAYS = GO_DURATION_MAX_SECONDS // 86400  # 106751 days fit, 106752 do not
@@ -96,6 +96,13 @@ CASES: list[tuple[str, Any, Any, str]] = [
     ("versions.gpuOperatorChart", "v٢٦.7.0", "v26.7.0", "not a pinned chart version"),
     ("platform.kubernetesVersion", "1.３6.3", "1.36.3", "not a Kubernetes version"),
 ]
+
+
+@pytest.mark.parametrize(("text", "twin"), [("１", "1"), ("0x１", "0x1"), ("٣", "3")])
+def test_a_pkey_is_written_in_ascii_digits(text: str, twin: str) -> None:
+    with pytest.raises(ValueError, match="not a P_Key"):
+        parse_pkey(text)
+    assert parse_pkey(twin) == int(twin, 0)
 
 
 def _set(raw: dict[str, Any], key: str, value: Any) -> None:
