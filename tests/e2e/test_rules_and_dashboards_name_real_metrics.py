@@ -18,7 +18,7 @@ import pytest
 from components.loader import parse_config
 from components.model.config import StackConfig
 from components.observability.dashboards import dashboards, panel_queries
-from components.observability.rules import rule_file
+from components.observability.groups import rule_file
 from e2e import upstream
 from tests.conftest import STACKS, raw_stack
 from tests.e2e.prometheus import parse_query, prometheus, selector_names

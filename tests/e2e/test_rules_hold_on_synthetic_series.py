@@ -15,7 +15,7 @@ import yaml
 
 from components.loader import parse_config
 from components.model.config import StackConfig
-from components.observability.rules import rule_file
+from components.observability.groups import rule_file
 from tests.conftest import STACKS, raw_stack
 from tests.e2e.prometheus import promtool
 
