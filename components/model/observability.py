@@ -43,14 +43,28 @@ Duration = Annotated[str, AfterValidator(_duration)]
 
 #: Where the runbook pages live in the repository, one ``<alert>.md`` each.
 RUNBOOK_DIR: Final = "docs/runbooks"
-#: An absolute http(s) URL without credentials, or a relative path: no spaces, quotes or braces
-#: (the value lands verbatim in every alert's ``runbook_url`` annotation, a Go template).
-RunbookBase = Annotated[
-    str,
-    Field(
-        pattern=r"^(https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?|[A-Za-z0-9._~%+-][A-Za-z0-9._~%/+-]*)$"
-    ),
-]
+_RUNBOOK_BASE: Final = re.compile(
+    r"^(https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?|[A-Za-z0-9._~%+-][A-Za-z0-9._~%/+-]*)$"
+)
+
+
+def _runbook_base(text: str) -> str:
+    """An absolute http(s) URL without credentials, or a relative path: the value lands verbatim in
+    every alert's ``runbook_url`` annotation (a Go template, sent to every receiver), so no spaces,
+    quotes, braces or ``user:password@``."""
+    if "@" in text:
+        raise ValueError(
+            f"{text!r} carries credentials; allowed: a URL without user:password@ (it reaches every alert receiver)"
+        )
+    if not _RUNBOOK_BASE.match(text):
+        raise ValueError(
+            f"{text!r} is not a runbook base; allowed: an http(s) URL (https://host/path) or a relative path "
+            "of letters, digits and . _ ~ % / + -"
+        )
+    return text
+
+
+RunbookBase = Annotated[str, AfterValidator(_runbook_base)]
 Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 # --------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from components.observability.operator_state import (
 )
 from components.observability.promql import Alert
 from components.operators import nic_cluster_policy
-from tests.conftest import ROOT, STACKS, offline_run, raw_stack
+from tests.conftest import ROOT, STACKS, offline_run
 from tests.observability.configs import dra_observed, observed, sm_in_cluster
 
 
@@ -225,15 +225,30 @@ def test_the_runbook_base_is_configurable() -> None:
 
 
 @pytest.mark.parametrize(
-    "base",
-    ["https://user:secret@gpuaas.example.com/runbooks", "docs/run books", "{{ $labels.node }}", "javascript:alert(1)"],
+    ("base", "reason"),
+    [
+        ("https://user:secret@gpuaas.example.com/runbooks", "carries credentials"),
+        ("docs/run books", "is not a runbook base"),
+        ("{{ $labels.node }}", "is not a runbook base"),
+        ("javascript:alert(1)", "is not a runbook base"),
+    ],
 )
-def test_a_bad_runbook_base_is_refused_naming_the_key(base: str) -> None:
-    raw = raw_stack("onprem")
-    raw["observability"] = {"enabled": True, "runbookBaseUrl": base}
+def test_a_bad_runbook_base_is_refused_naming_the_key(base: str, reason: str) -> None:
     with pytest.raises(ConfigError) as err:
-        parse_config(raw)
-    assert any(str(i).startswith("gpuaas:observability.runbookBaseUrl:") for i in err.value.issues), err.value.issues
+        parse_config(observed("onprem", runbookBaseUrl=base))
+    assert [str(i) for i in err.value.issues] == [
+        f"gpuaas:observability.runbookBaseUrl: {base!r} {reason}; allowed: "
+        + (
+            "a URL without user:password@ (it reaches every alert receiver)"
+            if "@" in base
+            else "an http(s) URL (https://host/path) or a relative path of letters, digits and . _ ~ % / + -"
+        )
+    ]
+
+
+@pytest.mark.parametrize("base", ["https://runbooks.example.com:8443/gpuaas", "http://wiki/runbooks", "ops/runbooks"])
+def test_the_allowed_twins_of_a_runbook_base(base: str) -> None:
+    assert parse_config(observed("onprem", runbookBaseUrl=base)).observability.runbook_base_url == base
 
 
 def test_alert_objects_render_the_runbook_of_their_own_name() -> None:
