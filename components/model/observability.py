@@ -40,6 +40,31 @@ def _duration(text: str) -> str:
 
 
 Duration = Annotated[str, AfterValidator(_duration)]
+
+#: Where the runbook pages live in the repository, one ``<alert>.md`` each.
+RUNBOOK_DIR: Final = "docs/runbooks"
+_RUNBOOK_BASE: Final = re.compile(
+    r"^(https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?|[A-Za-z0-9._~%+-][A-Za-z0-9._~%/+-]*)$"
+)
+
+
+def _runbook_base(text: str) -> str:
+    """An absolute http(s) URL without credentials, or a relative path: the value lands verbatim in
+    every alert's ``runbook_url`` annotation (a Go template, sent to every receiver), so no spaces,
+    quotes, braces or ``user:password@``."""
+    if "@" in text:
+        raise ValueError(
+            f"{text!r} carries credentials; allowed: a URL without user:password@ (it reaches every alert receiver)"
+        )
+    if not _RUNBOOK_BASE.match(text):
+        raise ValueError(
+            f"{text!r} is not a runbook base; allowed: an http(s) URL (https://host/path) or a relative path "
+            "of letters, digits and . _ ~ % / + -"
+        )
+    return text
+
+
+RunbookBase = Annotated[str, AfterValidator(_runbook_base)]
 Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 # --------------------------------------------------------------------------------------------
@@ -47,9 +72,10 @@ Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 #: The counters list gpuaas gives dcgm-exporter (``dcgmExporter.config``, file ``dcgm-metrics.csv``):
 #: (DCGM field, Prometheus type, help). Every name is in dcgm-exporter 4.5.3-4.8.2's
-#: ``etc/default-counters.csv``; the ECC and retired-page counters are commented out there, and
-#: the alerts need them, so this list enables them. ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` is the
-#: utilization MIG instances report (``DCGM_FI_DEV_GPU_UTIL`` is not reported per MIG instance).
+#: ``etc/default-counters.csv`` or in :data:`DCGM_FIELDS_BEYOND_DEFAULTS`; the ECC and retired-page
+#: counters are commented out there, and the alerts need them, so this list enables them.
+#: ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` is the utilization MIG instances report
+#: (``DCGM_FI_DEV_GPU_UTIL`` is not reported per MIG instance).
 DCGM_COUNTERS: Final[tuple[tuple[str, str, str], ...]] = (
     ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
     ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
@@ -67,11 +93,22 @@ DCGM_COUNTERS: Final[tuple[tuple[str, str, str], ...]] = (
     ("DCGM_FI_DEV_RETIRED_PENDING", "counter", "Total number of pages pending retirement."),
     ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+    ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "Whether remapping of rows is pending (a GPU reset activates it)"),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
     ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active."),
     ("DCGM_FI_DRIVER_VERSION", "label", "Driver Version"),
 )
+
+
+#: DCGM fields gpuaas collects that dcgm-exporter's ``default-counters.csv`` does not list, even
+#: commented out: field → where it is defined. dcgm-exporter resolves a counters-file name through
+#: go-dcgm's field table, so any DCGM field name it knows may be collected.
+DCGM_FIELDS_BEYOND_DEFAULTS: Final[dict[str, str]] = {
+    # Row remapping (Ampere and newer) waits for a GPU reset: NVML nvmlDeviceGetRemappedRows' isPending.
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": "NVIDIA/go-dcgm pkg/dcgm/const_fields.go (v1.4611.1): field 396, "
+    "'Whether remapping of rows is pending'; NVIDIA/DCGM dcgm_fields.h DCGM_FI_DEV_ROW_REMAP_PENDING 396",
+}
 
 
 def dcgm_counters_csv() -> str:
@@ -152,6 +189,12 @@ class Observability(Model):
     evaluation_interval: Duration = "1m"
     #: Labels added to every alert, for Alertmanager routing (each alert also carries ``team`` where it has one).
     alert_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    runbook_base_url: RunbookBase = RUNBOOK_DIR
+    """Base of every alert's ``runbook_url`` annotation: the alert's page is ``<base>/<alert>.md``.
+
+    Defaults to the pages' path in this repository (``docs/runbooks``); set it to where the pages
+    are published (e.g. ``https://gpuaas.example.com/runbooks``) so that a page links from the alert.
+    """
     #: GPU-equivalents of one MIG instance, by profile; defaults to compute slices / the GPU's slices.
     mig_weights: dict[str, Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]] = Field(default_factory=dict)
     prices: Prices = Prices()

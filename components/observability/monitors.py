@@ -23,7 +23,7 @@ from typing import Any, Final
 from components.k8s import Manifest
 from components.model.config import StackConfig
 from components.model.resources import PART_OF, TEAM_LABEL
-from components.observability.rules import rule_groups
+from components.observability.groups import rule_groups
 
 MONITORING: Final = "monitoring.coreos.com/v1"
 SCRAPER: Final = "gpuaas-metrics-scraper"
@@ -63,7 +63,7 @@ def prometheus_rules(cfg: StackConfig) -> dict[str, Manifest]:
             "apiVersion": MONITORING,
             "kind": "PrometheusRule",
             "metadata": _meta(f"gpuaas-{role}", o.prometheus.namespace, labels),
-            "spec": {"groups": [group.render(routing)]},
+            "spec": {"groups": [group.render(routing, o.runbook_base_url)]},
         }
     return out
 

@@ -40,13 +40,18 @@ class Alert:
     description: str
     labels: dict[str, str] = field(default_factory=dict)
 
-    def render(self, routing: dict[str, str]) -> dict[str, Any]:
+    def render(self, routing: dict[str, str], runbooks: str) -> dict[str, Any]:
+        """The rule; ``runbooks`` is the base the alert's page ``<alert>.md`` is found under."""
         labels = {**routing, **self.labels, "severity": self.severity}
         out: dict[str, Any] = {"alert": self.alert, "expr": self.expr}
         if self.for_ != "0s":
             out["for"] = self.for_
         out["labels"] = dict(sorted(labels.items()))
-        out["annotations"] = {"summary": self.summary, "description": self.description}
+        out["annotations"] = {
+            "summary": self.summary,
+            "description": self.description,
+            "runbook_url": runbook_url(runbooks, self.alert),
+        }
         return out
 
 
@@ -59,12 +64,17 @@ class Group:
     interval: str
     rules: tuple[Rule, ...]
 
-    def render(self, routing: dict[str, str]) -> dict[str, Any]:
+    def render(self, routing: dict[str, str], runbooks: str) -> dict[str, Any]:
         return {
             "name": self.name,
             "interval": self.interval,
-            "rules": [r.render(routing) if isinstance(r, Alert) else r.render() for r in self.rules],
+            "rules": [r.render(routing, runbooks) if isinstance(r, Alert) else r.render() for r in self.rules],
         }
+
+
+def runbook_url(base: str, alert: str) -> str:
+    """The alert's runbook page under ``base`` (``gpuaas:observability.runbookBaseUrl``)."""
+    return f"{base.rstrip('/')}/{alert}.md"
 
 
 def regex_alternation(values: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""The PrometheusRules: what each team holds, uses, borrows and lends, and the alerts, from the stack config.
+"""The recording rules: what each team holds, uses, borrows and lends, from the stack config.
 
 Every per-pod and per-allocation series carries ``team`` through :data:`TEAM_INFO`, one series
 per team that the rules write from the config's team → namespace mapping: no kube-state-metrics
@@ -14,7 +14,8 @@ Sources, by metric (names checked against the upstream references by the tests):
   names the claim only), so DRA allocations are dcgm-exporter's devices labelled
   ``dra_claim_namespace`` (``KUBERNETES_ENABLE_DRA``), counted per device, not weighted;
 * use: dcgm-exporter ``DCGM_FI_DEV_GPU_UTIL`` per whole GPU, ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` per
-  MIG instance (MIG instances report profiling metrics, not ``GPU_UTIL``), ``DCGM_FI_DEV_FB_USED``;
+  MIG instance (MIG instances report profiling metrics, not ``GPU_UTIL``), ``DCGM_FI_DEV_FB_USED``,
+  each read under its stable name (:mod:`components.observability.dcgm`: either exporter naming);
 * borrowing and lending: Kueue's ``kueue_cluster_queue_{resource_usage,nominal_quota,lending_limit}``
   (``metrics.enableClusterQueueResources``).
 
@@ -35,7 +36,8 @@ from components.model.capacity import gpus_per_node, group_capacity, sharing_gro
 from components.model.config import StackConfig
 from components.model.dra import uses_dra
 from components.model.observability import duration_seconds
-from components.observability.promql import NOT_FOLLOWER, Alert, Group, Recording, regex_alternation, with_team
+from components.observability import dcgm
+from components.observability.promql import NOT_FOLLOWER, Group, Recording, regex_alternation
 
 # -------------------------------------------------------------------------------------------
 # Recorded series (the dashboards and the showback command read these names)
@@ -71,8 +73,6 @@ TEAM_HOURS_LENT: Final = "gpuaas:team_node_group:gpu_hours_lent:1d"
 #: CronJobs' Jobs are ``verify-burn-in-<group>-<n>``) and the isolation probes' ``isolation-<a>-to-<b>``;
 #: tests/observability checks every planned proof Job matches.
 PROOF_JOBS: Final = "(verify|isolation)-.+"
-#: The ClusterQueue of a team is named after the team (components/queueing/queues.py cluster_queue).
-MIB: Final = 1048576
 
 
 def _hours(series: str, step_s: int) -> str:
@@ -148,17 +148,17 @@ def allocation_group(cfg: StackConfig) -> Group:
         f" * on (namespace) group_left (team) {TEAM_INFO}"
         f" * on (node) group_left (node_group) {NODE_INFO}"
     )
-    whole = 'max by (node, gpu, UUID, namespace, pod) (DCGM_FI_DEV_GPU_UTIL{namespace!="", GPU_I_ID=""}) / 100'
+    whole = f'max by (node, gpu, UUID, namespace, pod) ({dcgm.GPU_UTIL}{{namespace!="", GPU_I_ID=""}})'
     mig = (
         "label_replace(max by (node, gpu, UUID, GPU_I_ID, GPU_I_PROFILE, namespace, pod) "
-        '(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="", GPU_I_ID!=""}), "profile", "$1", "GPU_I_PROFILE", "(.+)")'
+        f'({dcgm.GR_ENGINE}{{namespace!="", GPU_I_ID!=""}}), "profile", "$1", "GPU_I_PROFILE", "(.+)")'
     )
     # Shared GPUs (time-slicing, HAMi slices): DCGM reports the card, not each sharer's part of it.
     attributable = f'on (node) group_left (node_group) {NODE_INFO}{{sharing!~"time-slicing|hami"}}'
     util = f"(({whole}) or ({mig})) * on (namespace) group_left (team) {TEAM_INFO} * {attributable}"
     memory = (
-        f'sum by (team, node_group) (max by (node, gpu, GPU_I_ID, namespace, pod) (DCGM_FI_DEV_FB_USED{{namespace!=""}})'  # noqa: E501
-        f" * {MIB} * on (namespace) group_left (team) {TEAM_INFO} * {attributable})"
+        f'sum by (team, node_group) (max by (node, gpu, GPU_I_ID, namespace, pod) ({dcgm.FB_USED}{{namespace!=""}})'
+        f" * on (namespace) group_left (team) {TEAM_INFO} * {attributable})"
     )
     rules: list[Recording] = [
         Recording(POD_ALLOCATED, allocated),
@@ -176,7 +176,7 @@ def allocation_group(cfg: StackConfig) -> Group:
         Recording(TEAM_MEMORY, memory),
     ]
     if uses_dra(cfg):
-        devices = 'group by (namespace, node, gpu, GPU_I_ID) (DCGM_FI_DEV_FB_USED{dra_claim_namespace!=""})'
+        devices = f'group by (namespace, node, gpu, GPU_I_ID) ({dcgm.FB_USED}{{dra_claim_namespace!=""}})'
         rules.append(
             Recording(
                 TEAM_DRA,
@@ -225,126 +225,3 @@ def queue_group(cfg: StackConfig) -> Group:
         Recording(TEAM_HOURS_LENT, _hours(TEAM_LENT, step)),
     )
     return Group("gpuaas-queues", o.evaluation_interval, rules)
-
-
-def alerts(cfg: StackConfig) -> Group:
-    o = cfg.observability
-    out: list[Alert] = [
-        Alert(
-            "GpuaasGpuAllocatedIdle",
-            f"{DEVICE_UTIL_5M} < {o.idle.threshold_percent / 100!r}",
-            o.idle.window,
-            "warning",
-            "GPU allocated to {{ $labels.namespace }}/{{ $labels.pod }} is idle",
-            f"Team {{{{ $labels.team }}}}: under {o.idle.threshold_percent:g} % for {o.idle.window} on "
-            "{{ $labels.node }} GPU {{ $labels.gpu }}.",
-        ),
-        Alert(
-            "GpuaasGpuXidError",
-            with_team("max by (node, gpu, UUID, namespace, pod) (DCGM_FI_DEV_XID_ERRORS) > 0", TEAM_INFO),
-            "0s",
-            "critical",
-            "XID {{ $value }} on {{ $labels.node }} GPU {{ $labels.gpu }}",
-            "Read the XID in NVIDIA's XID catalog; most need a GPU reset.",
-        ),
-        Alert(
-            "GpuaasGpuEccDoubleBitErrors",
-            with_team(
-                "max by (node, gpu, UUID, namespace, pod) (increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m])) > 0", TEAM_INFO
-            ),
-            "0s",
-            "critical",
-            "Uncorrectable ECC errors on {{ $labels.node }} GPU {{ $labels.gpu }}",
-            "Double-bit volatile ECC errors in the last 10 minutes: drain the node and reset the GPU.",
-        ),
-        Alert(
-            "GpuaasGpuRetiredPages",
-            with_team(
-                "max by (node, gpu, UUID, namespace, pod) (DCGM_FI_DEV_RETIRED_PENDING > 0 "
-                "or increase(DCGM_FI_DEV_RETIRED_DBE[1h]) > 0 or DCGM_FI_DEV_ROW_REMAP_FAILURE > 0)",
-                TEAM_INFO,
-            ),
-            "0s",
-            "critical",
-            "Memory pages retired or pending retirement on {{ $labels.node }} GPU {{ $labels.gpu }}",
-            "Pages retired for double-bit errors, pending retirement (reset the GPU) or a failed row remap.",
-        ),
-        Alert(
-            "GpuaasNodeMissingFromExporter",
-            f"{NODE_GPUS} unless on (node) group by (node) (DCGM_FI_DEV_GPU_TEMP)",
-            "10m",
-            "warning",
-            "dcgm-exporter reports no GPU of node {{ $labels.node }}",
-            "The node is in the cluster; its dcgm-exporter pod is down or the driver is not loaded.",
-        ),
-        Alert(
-            "GpuaasGpuMissingFromExporter",
-            f"count by (node) (group by (node, gpu) (DCGM_FI_DEV_GPU_TEMP)) < on (node) group_left (node_group) {NODE_GPUS}",  # noqa: E501
-            "10m",
-            "warning",
-            "Node {{ $labels.node }} reports only {{ $value }} GPUs",
-            "Fewer GPUs than node group {{ $labels.node_group }} has per node: one fell off the bus (XID 79).",
-        ),
-        Alert(
-            "GpuaasProofJobFailed",
-            with_team(
-                f'kube_job_failed{{condition="true", job_name=~"{PROOF_JOBS}"}} == 1',
-                TEAM_INFO,
-            ),
-            "0s",
-            "warning",
-            "Proof Job {{ $labels.namespace }}/{{ $labels.job_name }} failed",
-            "A verification or burn-in Job failed: read it with workloads/gather_results.py.",
-        ),
-        Alert(
-            "GpuaasKubeStateMetricsAbsent",
-            "absent(kube_pod_info)",
-            "15m",
-            "warning",
-            "kube-state-metrics series are absent",
-            "Allocation per team is computed from kube-state-metrics; Prometheus scrapes none.",
-        ),
-    ]
-    if cfg.queues.elastic:
-        pending = f'sum by (cluster_queue, resource) (kueue_cluster_queue_resource_pending{{{NOT_FOLLOWER}, resource=~"nvidia.com/.+"}}) > 0'  # noqa: E501
-        cohorts = f"group by (cluster_queue, cohort) (kueue_cluster_queue_nominal_quota{{{NOT_FOLLOWER}}})"
-        idle = f"sum by (cohort, resource) ({CQ_LENDABLE}) > 0"
-        out += [
-            Alert(
-                "GpuaasQueueStarving",
-                f"(({pending}) * on (cluster_queue) group_left (cohort) {cohorts} and on (cohort, resource) ({idle}))"
-                f" * on (cluster_queue) group_left (team) {TEAM_INFO}",
-                o.starvation_window,
-                "warning",
-                "Team {{ $labels.team }} waits for {{ $labels.resource }} while its cohort has idle quota",
-                "{{ $value }} pending in cohort {{ $labels.cohort }}: a borrowing limit, a flavor the workload "
-                "cannot use, or idle quota too fragmented for its size.",
-            ),
-            Alert(
-                "GpuaasKueueMetricsAbsent",
-                "absent(kueue_cluster_queue_nominal_quota)",
-                "15m",
-                "warning",
-                "Kueue's ClusterQueue metrics are absent",
-                "Borrowing and lending are computed from Kueue's metrics: its ServiceMonitor is not scraped "
-                "(token, TLS or selector) or enableClusterQueueResources is off.",
-            ),
-        ]
-    return Group("gpuaas-alerts", o.evaluation_interval, tuple(out))
-
-
-def rule_groups(cfg: StackConfig) -> dict[str, Group]:
-    """Every rule group by the role of the PrometheusRule holding it (a team's, then the shared ones)."""
-    out = {f"team-{t.name}": team_group(cfg, t.name) for t in cfg.teams}
-    out["fleet"] = fleet_group(cfg)
-    out["allocation"] = allocation_group(cfg)
-    if cfg.queues.elastic:
-        out["queues"] = queue_group(cfg)
-    out["alerts"] = alerts(cfg)
-    return out
-
-
-def rule_file(cfg: StackConfig) -> dict[str, object]:
-    """All groups as one Prometheus rule file (what ``promtool check rules`` reads)."""
-    routing = dict(cfg.observability.alert_labels)
-    return {"groups": [g.render(routing) for g in rule_groups(cfg).values()]}

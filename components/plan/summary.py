@@ -28,8 +28,8 @@ from components.model.observability import DCGM_COUNTERS
 from components.model.teams import AksPartition, OnPremPartition, Team
 from components.model.types import format_pkey, full_member_pkey
 from components.observability.dashboards import dashboards
+from components.observability.groups import rule_groups
 from components.observability.promql import Alert, Recording
-from components.observability.rules import rule_groups
 from components.operators import gpu_cluster
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from components.model.errors import Issue
 from components.model.observability import duration_seconds
 
 #: Labels the alerts set themselves: routing labels may not overwrite them.
-RESERVED_ALERT_LABELS: Final = frozenset({"alertname", "team", "severity", "node_group", "namespace", "node"})
+RESERVED_ALERT_LABELS: Final = frozenset({"alertname", "team", "severity", "node_group", "namespace", "node", "xid"})
 #: The idle alert averages utilization over this window before ``for`` counts (rules.py IDLE_SMOOTHING).
 IDLE_SMOOTHING_SECONDS: Final = 300
 

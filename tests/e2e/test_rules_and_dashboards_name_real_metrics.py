@@ -2,9 +2,11 @@
 
 The parser is the real Prometheus' (``/api/v1/parse_query``). A metric name must be one of:
 dcgm-exporter 4.5.3-4.8.2's ``default-counters.csv`` (commented-out fields count: they are real
-DCGM fields the defaults leave off), kube-state-metrics v2.20.0's ``docs/metrics/``, Kueue
-v0.19.2's ``pkg/metrics`` (its Go module, downloaded by the e2e tool build), or a series the
-rules themselves record.
+DCGM fields the defaults leave off), a DCGM field the model or the renames table names with its
+source (``DCGM_FIELDS_BEYOND_DEFAULTS``, dcgm-exporter 4.9.0's names in ``dcgm.RENAMES``),
+kube-state-metrics v2.20.0's ``docs/metrics/`` or the custom-resource-state metric gpuaas
+configures (``operator_state.STATE_METRIC``), Kueue v0.19.2's ``pkg/metrics`` (its Go module,
+downloaded by the e2e tool build), or a series the rules themselves record.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import pytest
 
 from components.loader import parse_config
 from components.model.config import StackConfig
+from components.model.observability import DCGM_FIELDS_BEYOND_DEFAULTS
 from components.observability.dashboards import dashboards, panel_queries
-from components.observability.rules import rule_file
+from components.observability.dcgm import RENAMES
+from components.observability.groups import rule_file
+from components.observability.operator_state import STATE_METRIC
 from e2e import upstream
 from tests.conftest import STACKS, raw_stack
 from tests.e2e.prometheus import parse_query, prometheus, selector_names
@@ -34,6 +39,11 @@ def dcgm_names() -> set[str]:
     """The upstream folder's files through e2e/upstream.py: absent or not upstream's fails, naming it."""
     text = (upstream.root() / "dcgm-exporter-4.5.3-4.8.2" / "default-counters.csv").read_text()
     return set(re.findall(r"^#?\s*(DCGM_\w+)\s*,", text, re.M))
+
+
+def sourced_names() -> set[str]:
+    """Names beyond the stored references, each with its source in the code that reads it."""
+    return {*DCGM_FIELDS_BEYOND_DEFAULTS, *(r.new for r in RENAMES), STATE_METRIC}
 
 
 def ksm_names() -> set[str]:
@@ -87,7 +97,7 @@ def test_the_reference_readers_find_real_names() -> None:
 def test_every_expression_parses_and_names_real_metrics(stack: str, parser_url: str) -> None:
     cfg = config(stack)
     recorded = {r["record"] for g in rule_file(cfg)["groups"] for r in g["rules"] if "record" in r}  # type: ignore[attr-defined]
-    known = dcgm_names() | ksm_names() | kueue_names() | recorded
+    known = dcgm_names() | sourced_names() | ksm_names() | kueue_names() | recorded
     problems = []
     for where, expr in expressions(cfg):
         doc = parse_query(parser_url, expr)

@@ -13,6 +13,7 @@ import pytest
 from components.loader import parse_config
 from components.model.config import StackConfig
 from components.model.errors import ConfigError
+from components.model.observability import DCGM_FIELDS_BEYOND_DEFAULTS
 from components.observability.component import REQUIRED_CRDS
 from components.observability.monitors import KUEUE_RELEASE, kueue_scrape_objects, prometheus_rules
 from components.observability.rules import PROOF_JOBS
@@ -100,12 +101,16 @@ def test_dcgm_exporter_values_follow_the_chart_and_the_crds(upstream: Path) -> N
     gc = gpu_cluster(cfg, driver_enabled=False, dcgm_exporter=values)
     crd = upstream / "charts" / "gpu-operator-v26.7.0" / "crds" / "nvidia.com_gpuclusters.yaml"
     assert crd_errors(gc, crd) == []
-    # Every counter is a dcgm-exporter field (default-counters.csv, commented-out ones included).
+    # Every counter is a dcgm-exporter field (default-counters.csv, commented-out ones included),
+    # or a DCGM field the model names with its source.
     csv = (upstream / "dcgm-exporter-4.5.3-4.8.2" / "default-counters.csv").read_text()
     known = set(re.findall(r"^#?\s*(DCGM_\w+)\s*,", csv, re.M))
     fields = [line.split(",")[0] for line in values["config"]["data"].splitlines() if not line.startswith("#")]
-    assert fields and set(fields) <= known
-    assert {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_RETIRED_PENDING"} <= set(fields)
+    assert fields and set(fields) <= known | set(DCGM_FIELDS_BEYOND_DEFAULTS)
+    assert not set(DCGM_FIELDS_BEYOND_DEFAULTS) & known, "listed as beyond the defaults, yet in them"
+    assert {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_RETIRED_PENDING", "DCGM_FI_DEV_ROW_REMAP_PENDING"} <= set(
+        fields
+    )
 
 
 def test_observability_off_leaves_dcgm_exporter_to_the_operator() -> None:

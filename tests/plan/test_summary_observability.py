@@ -19,16 +19,23 @@ from components.plan.summary import observability_lines
 from components.plan.writer import HELM_RELEASE, main
 from tests.conftest import offline_run, raw_stack
 
-#: The alerts with their fixed ``for`` (not from config): XID, ECC and retired pages fire at once,
-#: missing exporter series after 10m, absent kube-state-metrics / Kueue metrics after 15m.
+#: The alerts with their fixed ``for`` (not from config): XIDs, ECC, retired pages and a pending row
+#: remap fire at once, missing exporter series after 10m, absent kube-state-metrics / Kueue metrics
+#: and operators not ready after 15m, fabric DaemonSets short of pods after 15m.
 FIXED_ALERTS = {
-    "GpuaasGpuXidError": ("0s", "critical"),
+    "GpuaasGpuXidApplicationError": ("0s", "warning"),
+    "GpuaasGpuXidHardwareError": ("0s", "critical"),
+    "GpuaasGpuXidError": ("0s", "warning"),
     "GpuaasGpuEccDoubleBitErrors": ("0s", "critical"),
     "GpuaasGpuRetiredPages": ("0s", "critical"),
+    "GpuaasGpuRowRemapPending": ("0s", "warning"),
     "GpuaasNodeMissingFromExporter": ("10m", "warning"),
     "GpuaasGpuMissingFromExporter": ("10m", "warning"),
     "GpuaasProofJobFailed": ("0s", "warning"),
     "GpuaasKubeStateMetricsAbsent": ("15m", "warning"),
+    "GpuaasOperatorNotReady": ("15m", "critical"),
+    "GpuaasOperatorStateMetricsAbsent": ("1h", "warning"),
+    "GpuaasFabricDaemonSetUnavailable": ("15m", "critical"),
 }
 
 
@@ -83,18 +90,24 @@ def test_the_summary_lists_what_is_monitored_and_alerted_from_the_stacks_numbers
         "(ECC and retired pages on)",
         "  Kueue: ServiceMonitor over HTTPS with its own ServiceAccount token (ClusterQueue resources on)",
         f"  {series} recorded series, every 30s; dashboards: platform, team (ConfigMaps in 'grafana')",
-        "alert                          for  severity",
-        "-----------------------------  ---  --------",
-        "GpuaasGpuAllocatedIdle         2h   warning",  # idle.window
-        "GpuaasGpuXidError              0s   critical",
-        "GpuaasGpuEccDoubleBitErrors    0s   critical",
-        "GpuaasGpuRetiredPages          0s   critical",
-        "GpuaasNodeMissingFromExporter  10m  warning",
-        "GpuaasGpuMissingFromExporter   10m  warning",
-        "GpuaasProofJobFailed           0s   warning",
-        "GpuaasKubeStateMetricsAbsent   15m  warning",
-        "GpuaasQueueStarving            45m  warning",  # starvationWindow
-        "GpuaasKueueMetricsAbsent       15m  warning",
+        "alert                             for  severity",
+        "--------------------------------  ---  --------",
+        "GpuaasGpuAllocatedIdle            2h   warning",  # idle.window
+        "GpuaasGpuXidApplicationError      0s   warning",
+        "GpuaasGpuXidHardwareError         0s   critical",
+        "GpuaasGpuXidError                 0s   warning",
+        "GpuaasGpuEccDoubleBitErrors       0s   critical",
+        "GpuaasGpuRetiredPages             0s   critical",
+        "GpuaasGpuRowRemapPending          0s   warning",
+        "GpuaasNodeMissingFromExporter     10m  warning",
+        "GpuaasGpuMissingFromExporter      10m  warning",
+        "GpuaasProofJobFailed              0s   warning",
+        "GpuaasKubeStateMetricsAbsent      15m  warning",
+        "GpuaasQueueStarving               45m  warning",  # starvationWindow
+        "GpuaasKueueMetricsAbsent          15m  warning",
+        "GpuaasOperatorNotReady            15m  critical",
+        "GpuaasOperatorStateMetricsAbsent  1h   warning",
+        "GpuaasFabricDaemonSetUnavailable  15m  critical",
         # h100-mig: 1g.10gb is 1 of the H100's 7 compute slices (1/7 = 0.1429) at its own price 0.5;
         # 4g.40gb weighs the configured 0.5 and costs 0.5 x 3.5 = 1.75. h100-shared: 2 replicas, so
         # a share is 1/2 of a GPU, 1.75. h100-full: one GPU, 3.5.
@@ -106,7 +119,9 @@ def test_the_summary_lists_what_is_monitored_and_alerted_from_the_stacks_numbers
         "h100-full    nvidia.com/gpu          1                3.5",
         "",
     ]
-    assert fields == 20, "DCGM_COUNTERS: 16 device fields (ECC and retired pages enabled), 3 profiling, the driver"
+    assert fields == 21, (
+        "DCGM_COUNTERS: 17 device fields (ECC, retired pages, row remap pending), 3 profiling, the driver"
+    )
 
 
 def test_without_elastic_queues_or_prices_the_summary_says_so() -> None:
@@ -134,7 +149,7 @@ def test_the_written_summary_carries_the_monitoring_lines_only_when_enabled(tmp_
     assert main(["onprem", "--out", str(tmp_path / "on"), "--quiet"]) == 0
     text = (tmp_path / "on" / "onprem" / "summary.txt").read_text()
     assert "\nMonitoring: plugs into the Prometheus stack in 'monitoring' (monitors and rules labelled " in text
-    assert "\nGpuaasGpuAllocatedIdle         1h   warning\n" in text
+    assert "\nGpuaasGpuAllocatedIdle            1h   warning\n" in text
     # observability.enabled: false: nothing is monitored, and the summary says nothing of it.
     config = stack_config("onprem")
     config["gpuaas:observability"] = {"enabled": False}
