@@ -32,6 +32,7 @@ from e2e import toolchain
 from e2e.fleet import Fleet
 from e2e.kube import Identity, Kube, Obj
 from e2e.plan_apply import apply_plan, install_crds
+from tests.conftest import fixture_config
 from tests.e2e.conftest import StackFleet, need_upstream, play_operators
 from tests.e2e.fleet_nodes import NodeSpec, fleet_nodes
 from tests.e2e.jobs import queued_job
@@ -48,7 +49,7 @@ BURN_IN_CLASS: Final = "gpuaas-burn-in"
 
 def onprem_config() -> dict[str, Any]:
     """Pulumi.onprem.yaml (elastic on) with the burn-in CronJobs on."""
-    config = copy.deepcopy(stack_config("onprem"))
+    config = copy.deepcopy(fixture_config("onprem"))
     config.setdefault("gpuaas:verification", {})["burnIn"] = {"enabled": True}
     return config
 
@@ -56,7 +57,7 @@ def onprem_config() -> dict[str, Any]:
 def aks_config() -> dict[str, Any]:
     if AKS_ELASTIC.is_file():
         return stack_config("aks", AKS_ELASTIC)
-    config = copy.deepcopy(stack_config("aks"))
+    config = copy.deepcopy(fixture_config("aks"))
     config["gpuaas:queues"] = {"elastic": True}
     return config
 
