@@ -1,6 +1,6 @@
 """No input produces a Python traceback: garbage and mutated stacks end in a plan or in gpuaas problems.
 
-Hypothesis writes random YAML text and mutates the checked-in stacks (a value replaced by
+Hypothesis writes random YAML text and mutates the tests' own stacks (tests/stacks) (a value replaced by
 garbage, a key deleted or added, a list item duplicated). Through the loader (``read_stack_file`` +
 ``parse_stack``) the only allowed outcomes are a :class:`StackConfig` or a :class:`ConfigError`;
 through the plan's entry point (``components.plan.writer.main``), exit code 0 or 2 and no traceback.

@@ -6,7 +6,7 @@ binding selecting namespaces *without* a label (``Exists`` → ``DoesNotExist``)
 selector dropped (then it binds the platform's own namespaces too). The table says what each one is,
 written out here, not read from the code; a policy the table does not know fails until it is pinned.
 
-Every stack variant that renders a policy is planned: the checked-in stacks, each with elastic quotas
+Every stack variant that renders a policy is planned: the tests' own stacks (tests/stacks), each with elastic quotas
 switched, and the DRA variants (on-prem ``tests/stacks/onprem-dra.yaml``, AKS with ``resourceModel: dra``).
 """
 

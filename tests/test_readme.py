@@ -54,7 +54,7 @@ def _apply(config: Any, snippet: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def last_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The checked-in stack's plan: its outputs stand for the stack's last run (``PREVIOUS=``)."""
+    """The tests' onprem stack's plan: its outputs stand for the stack's last run (``PREVIOUS=``)."""
     out = tmp_path_factory.mktemp("last-run")
     write_plan("onprem", out, stack_file=stack_path("onprem"))
     return out / "onprem"
@@ -119,7 +119,7 @@ def test_the_vf_change_needs_its_acknowledgement(last_run: Path, tmp_path: Path)
 
 
 def test_a_team_with_a_partition_says_why_it_changes_the_platform() -> None:
-    """Without the platform snippet the checked-in stack refuses the team: the README says what to change."""
+    """Without the platform snippet the tests' onprem stack refuses the team: the README says what to change."""
     _, team, _platform = _add_a_team_snippets()
     with pytest.raises(ConfigError) as err:
         parse_stack(_apply(fixture_config("onprem"), team))

@@ -58,7 +58,7 @@ from tests.e2e.fleet_nodes import ONPREM_WORKER, fleet_nodes
 ROOT = Path(__file__).resolve().parents[2]
 BASE = repo_stack_config("onprem", stack_path("onprem"))["config"]
 CFG: StackConfig = parse_config(gpuaas_section(BASE))
-MIG_GROUP = 0  # platform.nodeGroups[0] is h100-mig in Pulumi.onprem.yaml
+MIG_GROUP = 0  # platform.nodeGroups[0] is h100-mig in tests/stacks/onprem.yaml
 MIG_NODE = "gpu-node-05"
 MIG_LABEL = "nvidia.com/mig.config"
 SKIP_AWAIT = "pulumi.com/skipAwait"

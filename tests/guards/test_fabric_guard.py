@@ -20,7 +20,7 @@ from tests.conftest import fixture_config, last_outputs, qualified, raw_stack, s
 
 
 def _applied(**overrides: str) -> dict[str, str]:
-    """The fabric values of the checked-in onprem stack, as its last run exported them."""
+    """The fabric values of the tests' onprem stack, as its last run exported them."""
     return {**fabric.fabric_layout(parse_config(raw_stack("onprem"))), **overrides}
 
 

@@ -15,7 +15,7 @@ from components.plan.offline import RecordingMonitor, run_program
 from components.plan.writer import main as plan_main
 from tests.conftest import fixture_config, last_outputs, qualified, raw_stack, stack_path
 
-MIG_GROUP = 0  # h100-mig in Pulumi.onprem.yaml, layout 1x4g.40gb-3x1g.10gb on gpu-node-05
+MIG_GROUP = 0  # h100-mig in tests/stacks/onprem.yaml, layout 1x4g.40gb-3x1g.10gb on gpu-node-05
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
 
 
@@ -26,7 +26,7 @@ def _onprem(**mig: Any) -> dict[str, Any]:
 
 
 def _applied(**overrides: str) -> dict[str, str]:
-    """The layouts of the checked-in onprem stack, as its last run exported them, with overrides."""
+    """The layouts of the tests' onprem stack, as its last run exported them, with overrides."""
     return {**mig_guard.mig_layouts(parse_config(raw_stack("onprem"))), **overrides}
 
 

@@ -246,7 +246,7 @@ def test_quantities_follow_kubernetes() -> None:
 
 def test_onprem_queue_lines() -> None:
     cfg = parse_config(raw_stack("onprem"))
-    assert cfg.queues.elastic, "the checked-in onprem stack turns elasticity on"
+    assert cfg.queues.elastic, "the tests' onprem stack turns elasticity on"
     vision, language, research = (next(t for t in cfg.teams if t.name == n) for n in ("vision", "language", "research"))
     lines = elastic.team_lines(cfg, vision)
     assert list(lines) == ["h100-mig", "h100-shared", "h100-full", elastic.ANY_NODE]

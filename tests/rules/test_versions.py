@@ -180,7 +180,7 @@ def test_every_problem_at_once_and_never_a_traceback() -> None:
 
 
 def test_checked_in_defaults_run_today() -> None:
-    """No default and no checked-in stack is past (or near) its end on the day the table was reviewed."""
+    """No default and no stack of the tests' is past (or near) its end on the day the table was reviewed."""
     for stack in ("onprem", "aks"):
         cfg = parse_config(raw_stack(stack), kubernetes.REVIEWED)
         assert support_warnings(cfg, kubernetes.REVIEWED) == []
