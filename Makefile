@@ -88,18 +88,20 @@ plan: $(VENV)/.runtime
 	$(BIN)/python -m components.plan $${STACK_FILE:+--stack-file="$$STACK_FILE"} \
 		$${PREVIOUS:+--previous="$$PREVIOUS"} $${FIRST_RUN:+--first-run} -- "$$STACK"
 
-## plans: offline plans of every checked-in stack.
+## plans: offline plans of every stack: each Pulumi.<stack>.yaml here, whatever it holds (components/plan/stacks.py).
 plans: $(VENV)/.runtime
-	for s in onprem aks; do $(BIN)/python -m components.plan $$s --quiet || exit 1; done
+	stacks=$$($(BIN)/python -m components.plan.stacks) || exit 1; \
+	for s in $$stacks; do $(BIN)/python -m components.plan --quiet -- "$$s" || exit 1; done
 
 ## diff: compare the plan of STACK with BASE (a git ref, default HEAD, or a plan folder): what was
 ## added, changed and removed per team and per component, then the object diffs (also in
 ## DIFF_OUT/plan.diff, default plan/diff-STACK). Changes (the tool's status 1) are not an error
 ## here; a problem (status 2: bad config, a day-2 guard, a bad BASE) fails with that status.
 ## FIRST_RUN=1: this change adds STACK, so a BASE without it diffs as an empty plan.
+## STACK_FILE=candidate.yaml: the head is that config instead of the working tree's Pulumi.STACK.yaml.
 diff: $(VENV)/.runtime
 	@status=0; $(BIN)/python -m components.plandiff --stack="$$STACK" --base="$$BASE" \
-		$${DIFF_OUT:+--out="$$DIFF_OUT"} $${FIRST_RUN:+--first-run} || status=$$?; \
+		$${STACK_FILE:+--stack-file="$$STACK_FILE"} $${DIFF_OUT:+--out="$$DIFF_OUT"} $${FIRST_RUN:+--first-run} || status=$$?; \
 	if [ "$$status" -eq 1 ]; then exit 0; fi; \
 	if [ "$$status" -ne 0 ]; then echo "make diff: components.plandiff exited with status $$status" >&2; fi; \
 	exit "$$status"

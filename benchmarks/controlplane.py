@@ -1,8 +1,9 @@
 """Benchmark of the real control plane: start-up, and applying each stack's plan to it.
 
 Measures, on this machine: the control plane's start (etcd, kube-apiserver, kube-controller-
-manager up and the ``default`` ServiceAccount made), the server-side apply of the onprem and aks
-plans, a second (no-op) apply, and the scale benchmark's 1000-node / 256-team fleet. Not a test:
+manager up and the ``default`` ServiceAccount made), the server-side apply of every stack's plan
+(each ``Pulumi.<stack>.yaml`` of the checkout: the samples, or a team's own), a second (no-op)
+apply, and the scale benchmark's 1000-node / 256-team fleet. Not a test:
 ``python benchmarks/controlplane.py`` (the binaries come from ``make e2e-tools``).
 """
 
@@ -19,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from components.plan.offline import run_program  # noqa: E402
+from components.plan.stacks import stack_names  # noqa: E402
 from e2e.controlplane import ControlPlane  # noqa: E402
 from e2e.plan_apply import apply_plan, planned_objects  # noqa: E402
 
@@ -41,9 +43,8 @@ def _synthetic(nodes: int, teams: int) -> dict[str, Any]:
 def main() -> int:
     rows: list[dict[str, Any]] = []
     cases: list[tuple[str, str, dict[str, Any] | None]] = [
-        ("onprem", "onprem", None),
-        ("aks", "aks", None),
-        ("1000 nodes / 256 teams", "onprem", _synthetic(1000, 256)),
+        *((stack, stack, None) for stack in stack_names()),
+        ("1000 nodes / 256 teams", "bench", _synthetic(1000, 256)),
     ]
     for label, stack, config in cases:
         cp = ControlPlane()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime
+import difflib
 import json
 import os
 import re
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from components.model import charts, goyaml, hami, kubernetes, typewalk, yamlfile
 from components.model.azure_grammar import normal_location
-from components.model.config import StackConfig
+from components.model.config import KNOWN_CONFIG_NAMESPACES, StackConfig
 from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
 from components.model.grammar import control_character_issues
 from components.rules import check
@@ -91,10 +92,11 @@ _PATH_PART = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]|\["([^"]*)"\]
 
 
 def _loc_of(issue_path: str) -> tuple[str | int, ...]:
-    """``gpuaas:teams[1].partition.pkey`` → ``("gpuaas:teams", 1, "partition", "pkey")`` (as far as it parses)."""
+    """``gpuaas:teams[1].partition.pkey`` → ``("gpuaas:teams", 1, "partition", "pkey")`` (as far as it parses);
+    any other key as it is written (``gpuas:teams`` → ``("gpuas:teams",)``)."""
     prefix = f"{NAMESPACE}:"
     if not issue_path.startswith(prefix):
-        return ()
+        return (issue_path,)  # a key of another namespace (namespace_issues), placed where it is written
     rest = issue_path[len(prefix) :]
     loc: list[str | int] = []
     pos = 0
@@ -191,11 +193,11 @@ def parse_stack(config: Mapping[str, Any], today: datetime.date = kubernetes.REV
     another one would put the cluster in one region and anything created without an explicit
     location in the other.
     """
-    issues: list[Issue] = []
+    issues: list[Issue] = namespace_issues(config)
     try:
         cfg = parse_config(gpuaas_section(config), today)
     except ConfigError as err:
-        issues = list(err.issues)
+        issues += err.issues
         cfg = None
     provider = config.get("azure-native:location")
     platform = gpuaas_section(config).get("platform")
@@ -217,6 +219,44 @@ def parse_stack(config: Mapping[str, Any], today: datetime.date = kubernetes.REV
     if issues or cfg is None:
         raise ConfigError(sorted(set(issues)))
     return cfg
+
+
+#: Where a team lists namespaces of its own program (``StackConfig.extra_config_namespaces``).
+EXTRA_NAMESPACES_KEY = f"{NAMESPACE}:extraConfigNamespaces"
+
+
+def namespace_issues(config: Mapping[str, Any]) -> list[Issue]:
+    """A problem per key whose namespace is neither gpuaas', Pulumi's or a provider's
+    (:data:`~components.model.config.KNOWN_CONFIG_NAMESPACES`), nor listed in
+    ``gpuaas:extraConfigNamespaces``: a typo such as ``gpuas:teams`` would otherwise plan a stack
+    without the teams, silently. Each names the nearest known key when one is close.
+    """
+    extra = config.get(EXTRA_NAMESPACES_KEY)
+    listed = [n for n in extra if isinstance(n, str)] if isinstance(extra, list | tuple) else []
+    known = [NAMESPACE, *KNOWN_CONFIG_NAMESPACES, *listed]
+    fields = [field.alias or name for name, field in StackConfig.model_fields.items()]
+    issues = []
+    for key in config:
+        namespace, colon, name = key.partition(":")
+        if colon and namespace in known:
+            continue
+        if colon:
+            # The whole key against every gpuaas key and the other namespaces with this key's name.
+            near = [f"{NAMESPACE}:{f}" for f in fields] + [f"{n}:{name}" for n in known if n != NAMESPACE]
+            match = difflib.get_close_matches(key, near, n=1, cutoff=0.6)
+            why = f"unknown config namespace {namespace!r}"
+        else:  # the name alone against gpuaas' keys
+            match = [f"{NAMESPACE}:{m}" for m in difflib.get_close_matches(key, fields, n=1, cutoff=0.6)]
+            why = "has no namespace (Pulumi config keys are <namespace>:<name>)"
+        hint = f" (did you mean {match[0]}?)" if match else ""
+        issues.append(
+            Issue(
+                key,
+                f"{why}{hint}; known namespaces: {', '.join(known)}; a namespace your own program reads goes "
+                f"in {EXTRA_NAMESPACES_KEY}",
+            )
+        )
+    return issues
 
 
 def _rules_beside(raw: Mapping[str, Any], err: ValidationError, today: datetime.date, rounds: int = 6) -> list[Issue]:
@@ -338,10 +378,9 @@ def load_config(today: datetime.date) -> StackConfig:
 
     try:
         raw = raw_from_pulumi()
-        provider = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}.get("azure-native:location")
-        config = {f"{NAMESPACE}:{k}": v for k, v in raw.items()}
-        if isinstance(provider, str):
-            config["azure-native:location"] = provider
+        # Every key of the stack, the gpuaas ones decoded: parse_stack refuses unknown namespaces.
+        everything = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+        config = {**everything, **{f"{NAMESPACE}:{k}": v for k, v in raw.items()}}
         cfg = parse_stack(config, today)
         # The one check that reads this machine: a chart mirror folder holds every chart the
         # stack installs (what Helm will open), before any resource is registered.

@@ -29,6 +29,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from components.plan.stacks import stack_names
+
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / ".cluster"
 
@@ -157,7 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("up", "serve"):
         p = sub.add_parser(name)
-        p.add_argument("stack", nargs="?", default="onprem", choices=["onprem", "aks"])
+        # Every Pulumi.<stack>.yaml of the checkout: the samples are examples a team replaces.
+        p.add_argument("stack", nargs="?", default="onprem", choices=stack_names())
     sub.add_parser("down")
     args = ap.parse_args(argv)
     if args.cmd == "up":

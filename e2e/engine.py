@@ -108,9 +108,9 @@ class PulumiError(AssertionError):
         self.result = result
 
 
-def repo_stack_config(stack: str) -> dict[str, Any]:
-    """The checked-in ``Pulumi.<stack>.yaml`` as a dict (its ``config`` block and all)."""
-    doc = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
+def repo_stack_config(stack: str, file: Path | None = None) -> dict[str, Any]:
+    """``Pulumi.<stack>.yaml`` or ``file`` (the tests pass their own stacks) as a dict (its ``config`` and all)."""
+    doc = yaml.safe_load((file or ROOT / f"Pulumi.{stack}.yaml").read_text())
     assert isinstance(doc, dict)
     return doc
 

@@ -17,17 +17,58 @@ import pytest
 
 from components.loader import gpuaas_section, parse_config
 from components.model.config import StackConfig
+from components.plan import offline, writer
 from components.plan.offline import Run, run_program, stack_config
 from e2e.upstream import CheckedPath
 from tests import run_guards
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The tests' own stack files, ``tests/stacks/<stack>.yaml``. The root ``Pulumi.*.yaml`` are examples
+#: a platform team replaces with its own clusters: only tests/test_stacks.py reads them (every one,
+#: whatever it holds); every expectation about a particular cluster is about these files.
+STACKS_DIR = ROOT / "tests" / "stacks"
 STACKS = ("onprem", "aks")
 
 
+def stack_path(stack: str) -> Path:
+    """The tests' own file of ``stack`` (``onprem``, ``aks`` or a variant such as ``onprem-dra``)."""
+    return STACKS_DIR / f"{stack}.yaml"
+
+
+def fixture_config(stack: str) -> dict[str, Any]:
+    """The ``config:`` map of the tests' own ``tests/stacks/<stack>.yaml`` (fully qualified keys)."""
+    return stack_config(stack, stack_path(stack))
+
+
 def raw_stack(stack: str) -> dict[str, Any]:
-    """The ``gpuaas:*`` keys of a checked-in stack file, prefix stripped (a deep copy)."""
-    return copy.deepcopy(gpuaas_section(stack_config(stack)))
+    """The ``gpuaas:*`` keys of the tests' own stack file, prefix stripped (a deep copy)."""
+    return copy.deepcopy(gpuaas_section(fixture_config(stack)))
+
+
+_ROOT_STACK_FILE = offline.stack_file
+
+
+def _refuse_root_stack(stack: str) -> Path:
+    raise AssertionError(
+        f"a test read the root Pulumi.{stack}.yaml by its name: the root stacks are examples a platform team "
+        f"replaces with its own, so a test plans its own tests/stacks/{stack}.yaml (tests/conftest.py: "
+        "fixture_config, stack_path, offline_run); only tests/test_stacks.py reads the root stacks, every one"
+    )
+
+
+# From the first import on (module constants of test modules included), a stack named without its
+# file is refused in this process: only the tests marked ``root_stacks`` get the name back (below).
+offline.stack_file = _refuse_root_stack
+
+
+@pytest.fixture(autouse=True)
+def _own_stacks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root stacks only for tests marked ``root_stacks``; for the others a stack's "own file", which
+    the plan tool compares a ``--stack-file``'s platform kind with, is the tests' own file."""
+    if request.node.get_closest_marker("root_stacks") is not None:
+        monkeypatch.setattr(offline, "stack_file", _ROOT_STACK_FILE)
+    else:
+        monkeypatch.setattr(writer, "own_file", stack_path)
 
 
 def qualified(raw: dict[str, Any]) -> dict[str, Any]:
@@ -54,9 +95,9 @@ _RUNS: dict[str, Run] = {}
 
 
 def offline_run(stack: str) -> Run:
-    """The checked-in stack run once per test session (runs are deterministic)."""
+    """The tests' own stack run once per test session (runs are deterministic)."""
     if stack not in _RUNS:
-        _RUNS[stack] = run_program(stack)
+        _RUNS[stack] = run_program(stack, config=fixture_config(stack))
     return _RUNS[stack]
 
 
@@ -66,7 +107,7 @@ def run_of() -> Callable[[str], Run]:
 
 
 def last_outputs(stack: str, **overrides: Any) -> dict[str, Any]:
-    """What the checked-in stack's last run exported, as its plan's outputs.yaml holds them (the day-2
+    """What the tests' own stack's last run exported, as its plan's outputs.yaml holds them (the day-2
     guards' view, secrets masked), with ``overrides``: a ``--previous`` file for the guard tests."""
     run = offline_run(stack)
     shown = {k: ("[secret]" if k in run.secret_outputs else v) for k, v in run.outputs.items()}

@@ -13,8 +13,8 @@ from components.loader import parse_config, parse_stack, read_stack_file
 from components.model import elastic
 from components.model.errors import ConfigError, Issue
 from components.model.types import DnsLabel
-from components.plan.offline import run_program, stack_config
-from tests.conftest import ROOT, qualified, raw_stack
+from components.plan.offline import run_program
+from tests.conftest import fixture_config, qualified, raw_stack, stack_path
 from tests.rules.test_config_rules import Edit, _issues, _set
 
 
@@ -532,7 +532,7 @@ def test_dns_names_refuse_a_trailing_newline() -> None:
 
 
 def test_provider_location_must_agree_with_the_platform() -> None:
-    config = stack_config("aks")
+    config = fixture_config("aks")
     config["azure-native:location"] = "westus"
     with pytest.raises(ConfigError) as err:
         parse_stack(config)
@@ -545,7 +545,7 @@ def test_provider_location_must_agree_with_the_platform() -> None:
 
 
 def test_location_conflict_is_listed_with_the_other_problems() -> None:
-    config = stack_config("aks")
+    config = fixture_config("aks")
     config["azure-native:location"] = "westus"
     config["gpuaas:teams"][0]["quota"]["memory"] = "1.5.Gi"
     with pytest.raises(ConfigError) as err:
@@ -602,12 +602,12 @@ def test_yaml_twins_are_read(tmp_path: Path) -> None:
     assert read_stack_file(f)["gpuaas:teams"] == [{"name": "a", "verify": False}, {"name": "b", "verify": False}]
     f.write_text("")
     assert read_stack_file(f) == {}
-    assert read_stack_file(ROOT / "Pulumi.onprem.yaml") == stack_config("onprem")
+    assert read_stack_file(stack_path("onprem")) == fixture_config("onprem")
 
 
 def test_two_teams_keys_no_longer_plan_zero_teams(tmp_path: Path) -> None:
     """The bad-input run's case: a second ``gpuaas:teams`` key used to replace the first silently."""
-    text = (ROOT / "Pulumi.onprem.yaml").read_text() + "  gpuaas:teams: []\n"
+    text = (stack_path("onprem")).read_text() + "  gpuaas:teams: []\n"
     f = tmp_path / "Pulumi.onprem.yaml"
     f.write_text(text)
     with pytest.raises(ConfigError, match="duplicate key 'gpuaas:teams'"):
@@ -646,7 +646,7 @@ def test_the_program_itself_checks_the_provider_location() -> None:
 
     from components.plan.offline import run_program
 
-    config = stack_config("aks")
+    config = fixture_config("aks")
     config["azure-native:location"] = "westeurope"
     with pytest.raises(pulumi.RunError, match="'eastus', but azure-native:location is 'westeurope'"):
         run_program("aks", config=config)

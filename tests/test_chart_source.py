@@ -22,7 +22,7 @@ from components.model.errors import ConfigError
 from components.model.versions import Versions
 from components.plan.offline import RecordingMonitor, Run, run_program
 from components.plan.writer import HELM_RELEASE, manifest
-from tests.conftest import offline_run, qualified, raw_stack
+from tests.conftest import fixture_config, offline_run, qualified, raw_stack
 
 #: The annotation that skips pulumi-kubernetes' await of a workload.
 SKIP_AWAIT = "pulumi.com/skipAwait"
@@ -88,7 +88,7 @@ def test_no_workload_skips_its_await_but_the_verification_jobs() -> None:
 def test_the_retired_standin_switch_changes_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """#21 item 18: the e2e's test-only switch is gone, so setting it in a shell deploys the real charts."""
     monkeypatch.setenv("GPUAAS_E2E_STANDIN_CHARTS", str(tmp_path))
-    run = run_program("onprem")
+    run = run_program("onprem", config=fixture_config("onprem"))
     default = offline_run("onprem")
     # (registration order within a step is the event loop's: compare by URN parts)
     assert {(r.type, r.name): r.inputs for r in run.records} == {(r.type, r.name): r.inputs for r in default.records}

@@ -1,6 +1,6 @@
 """No input produces a Python traceback: garbage and mutated stacks end in a plan or in gpuaas problems.
 
-Hypothesis writes random YAML text and mutates the checked-in stacks (a value replaced by
+Hypothesis writes random YAML text and mutates the tests' own stacks (tests/stacks) (a value replaced by
 garbage, a key deleted or added, a list item duplicated). Through the loader (``read_stack_file`` +
 ``parse_stack``) the only allowed outcomes are a :class:`StackConfig` or a :class:`ConfigError`;
 through the plan's entry point (``components.plan.writer.main``), exit code 0 or 2 and no traceback.
@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 from components.loader import parse_stack, read_stack_file
 from components.model.config import StackConfig
 from components.model.errors import ConfigError
-from components.plan.offline import ROOT, stack_config
+from components.plan.offline import ROOT
 from components.plan.writer import main
+from tests.conftest import fixture_config
 
 #: Strings that hit the grammars' edges: control characters, quotes, shell, paths, suffixes.
 _TRICKY = [
@@ -86,7 +87,7 @@ def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 @st.composite
 def mutated_stack(draw: st.DrawFn, stack: str) -> dict[str, Any]:
-    config = copy.deepcopy(stack_config(stack))
+    config = copy.deepcopy(fixture_config(stack))
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         paths = _paths(config)[1:]
         where = draw(st.sampled_from(paths))

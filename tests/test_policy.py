@@ -39,6 +39,7 @@ from components.plan.offline import ROOT, Record, run_program
 from components.tenancy import admission, networks
 from components.tenancy import labels as team_labels
 from policy import policies as pol
+from tests.conftest import fixture_config
 
 NS = "kubernetes:core/v1:Namespace"
 QUOTA = "kubernetes:core/v1:ResourceQuota"
@@ -512,7 +513,7 @@ def policy_resources(records: Sequence[Record]) -> list[PolicyResource]:
 
 @pytest.fixture(scope="module", params=["onprem", "aks"])
 def stack_resources(request: pytest.FixtureRequest) -> list[PolicyResource]:
-    return policy_resources(run_program(request.param).records)
+    return policy_resources(run_program(request.param, config=fixture_config(request.param)).records)
 
 
 def test_checked_in_stacks_pass_every_policy(stack_resources: list[PolicyResource]) -> None:
@@ -595,7 +596,7 @@ def test_pack_reports_through_the_engine_protocol(analyzer: Any) -> None:
 
 
 def test_real_stack_is_clean_through_the_engine_protocol(analyzer: Any) -> None:
-    records = run_program("onprem").records
+    records = run_program("onprem", config=fixture_config("onprem")).records
     request = analyzer_pb2.AnalyzeStackRequest(
         resources=[
             analyzer_pb2.AnalyzerResource(

@@ -6,7 +6,7 @@ binding selecting namespaces *without* a label (``Exists`` → ``DoesNotExist``)
 selector dropped (then it binds the platform's own namespaces too). The table says what each one is,
 written out here, not read from the code; a policy the table does not know fails until it is pinned.
 
-Every stack variant that renders a policy is planned: the checked-in stacks, each with elastic quotas
+Every stack variant that renders a policy is planned: the tests' own stacks (tests/stacks), each with elastic quotas
 switched, and the DRA variants (on-prem ``tests/stacks/onprem-dra.yaml``, AKS with ``resourceModel: dra``).
 """
 
@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from components.loader import read_stack_file
-from components.plan.offline import ROOT, Run, run_program, stack_config
+from components.plan.offline import ROOT, Run, run_program
+from tests.conftest import fixture_config
 
 TEAM_NAMESPACES = {"matchExpressions": [{"key": "gpuaas.io/team", "operator": "Exists"}]}
 EVERY_NAMESPACE = None
@@ -55,14 +56,14 @@ PINNED: dict[str, tuple[str | None, dict[str, Any] | None, dict[str, Any] | None
 
 def _variants() -> Iterator[tuple[str, str, dict[str, Any]]]:
     for stack in ("onprem", "aks"):
-        config = stack_config(stack)
+        config = fixture_config(stack)
         yield stack, stack, config
         switched = copy.deepcopy(config)
         queues = switched.setdefault("gpuaas:queues", {})
         queues["elastic"] = not queues.get("elastic", False)
         yield f"{stack}-elastic-{'on' if queues['elastic'] else 'off'}", stack, switched
     yield "onprem-dra", "onprem", read_stack_file(ROOT / "tests" / "stacks" / "onprem-dra.yaml")
-    aks_dra = copy.deepcopy(stack_config("aks"))
+    aks_dra = copy.deepcopy(fixture_config("aks"))
     aks_dra["gpuaas:gpuOperator"]["resourceModel"] = "dra"
     aks_dra["gpuaas:platform"]["kubernetesVersion"] = "1.35.7"
     aks_dra["gpuaas:gpuOperator"]["dra"] = {"cdiEnabled": True}  # Ubuntu 22.04 pools: acknowledged

@@ -16,10 +16,10 @@ from components.loader import parse_config, parse_stack
 from components.model import kubernetes
 from components.model.errors import ConfigError
 from components.plan.diff import PlanDiff, compare, read_tree
-from components.plan.offline import ROOT, stack_config
+from components.plan.offline import ROOT
 from components.plan.reference import BEGIN, END, render
 from components.plan.writer import write_plan
-from tests.conftest import raw_stack
+from tests.conftest import fixture_config, raw_stack, stack_path
 
 
 def test_config_reference_matches_the_model() -> None:
@@ -54,9 +54,9 @@ def _apply(config: Any, snippet: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def last_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The checked-in stack's plan: its outputs stand for the stack's last run (``PREVIOUS=``)."""
+    """The tests' onprem stack's plan: its outputs stand for the stack's last run (``PREVIOUS=``)."""
     out = tmp_path_factory.mktemp("last-run")
-    write_plan("onprem", out)
+    write_plan("onprem", out, stack_file=stack_path("onprem"))
     return out / "onprem"
 
 
@@ -71,7 +71,7 @@ def test_a_team_that_fits_changes_no_other_team(last_run: Path, tmp_path: Path) 
     """The README's first example, planned against the last run (the day-2 guards on): only its own
     objects are added, and only the summary and outputs change beside them."""
     team, *_ = _add_a_team_snippets()
-    config = _apply(stack_config("onprem"), team)
+    config = _apply(fixture_config("onprem"), team)
     _run, diff = _plan_against(last_run, tmp_path, config)
     assert diff.changed == ["outputs.yaml", "summary.txt"] and diff.removed == []
     assert {diff.owner[p][0] for p in diff.added} == {"robotics"}
@@ -84,7 +84,7 @@ def test_a_team_that_fits_changes_no_other_team(last_run: Path, tmp_path: Path) 
 
 def test_a_team_with_a_partition_changes_what_the_readme_says(last_run: Path, tmp_path: Path) -> None:
     _, team, platform = _add_a_team_snippets()
-    config = _apply(_apply(stack_config("onprem"), team), platform)
+    config = _apply(_apply(fixture_config("onprem"), team), platform)
     run, diff = _plan_against(last_run, tmp_path, config)
     assert run.outputs["teams"]["robotics"]["quota"]["requests.nvidia.com/sriov8007"] == "8"
     assert diff.removed == []
@@ -115,14 +115,14 @@ def test_the_vf_change_needs_its_acknowledgement(last_run: Path, tmp_path: Path)
     platform = copy.deepcopy(platform)
     del platform["gpuaas:platform"]["fabric"]["reconfigure"]
     with pytest.raises(pulumi.RunError, match=r"gpuaas:platform\.fabric\.vfsPerHca: changes from '6' to '7'"):
-        _plan_against(last_run, tmp_path, _apply(_apply(stack_config("onprem"), team), platform))
+        _plan_against(last_run, tmp_path, _apply(_apply(fixture_config("onprem"), team), platform))
 
 
 def test_a_team_with_a_partition_says_why_it_changes_the_platform() -> None:
-    """Without the platform snippet the checked-in stack refuses the team: the README says what to change."""
+    """Without the platform snippet the tests' onprem stack refuses the team: the README says what to change."""
     _, team, _platform = _add_a_team_snippets()
     with pytest.raises(ConfigError) as err:
-        parse_stack(_apply(stack_config("onprem"), team))
+        parse_stack(_apply(fixture_config("onprem"), team))
     assert [i.path for i in err.value.issues] == ["gpuaas:teams[*].quota.gpus", "gpuaas:teams[6].partition.vfIndex"]
     text = (ROOT / "README.md").read_text()
     assert "all six VF indices" in text and "all 32 whole GPUs" in text
@@ -139,7 +139,7 @@ def test_readme_error_example_is_what_the_plan_prints(tmp_path: Path, capsys: py
     """The README's bad-config example, made on the checked-in file, printed exactly so."""
     from components.plan.writer import main
 
-    text = (ROOT / "Pulumi.onprem.yaml").read_text()
+    text = (stack_path("onprem")).read_text()
     bad = text.replace('{pkey: "0x0002", vfIndex: 1}', '{pkey: "0x8000", vfIndex: 1}').replace(
         '{pkey: "0x0003", vfIndex: 2}', '{pkey: "0x0003", vfIndex: 6}'
     )

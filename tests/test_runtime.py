@@ -11,6 +11,7 @@ import pytest
 
 from components.plan.offline import run_program
 from components.runtime import SDK_DEBUG_ENV, drop_sdk_debug, tune_collector
+from tests.conftest import fixture_config
 
 DEFAULTS = (700, 10, 10)  # CPython's own (Modules/gcmodule.c), what a fresh interpreter starts with
 
@@ -47,9 +48,11 @@ def test_collection_stays_as_it_was() -> None:
 
 def test_the_program_tunes_its_collector_and_the_harness_does_not() -> None:
     gc.set_threshold(*DEFAULTS)
-    run_program("onprem", program=lambda: pulumi.export("x", "y"))  # the harness alone: untouched
+    run_program(
+        "onprem", config=fixture_config("onprem"), program=lambda: pulumi.export("x", "y")
+    )  # the harness alone: untouched
     assert gc.get_threshold() == DEFAULTS
-    run_program("onprem")  # __main__.py
+    run_program("onprem", config=fixture_config("onprem"))  # __main__.py
     assert gc.get_threshold() == (100_000, 50, 100)
 
 
@@ -65,7 +68,7 @@ def _debug_lines(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPat
         monkeypatch.setenv(SDK_DEBUG_ENV, value)
     caplog.clear()
     with caplog.at_level(logging.DEBUG):
-        run_program("onprem")
+        run_program("onprem", config=fixture_config("onprem"))
     return [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
 
 

@@ -23,7 +23,6 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 PR = WORKFLOWS / "pr.yml"
 ACTIONLINT = ROOT / "tools" / "actionlint.cjs"
 WASM = ROOT / "tools" / "node_modules" / "@tktco" / "node-actionlint" / "main.wasm"
-STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
 
 
 def _actionlint_missing() -> str | None:
@@ -158,10 +157,35 @@ def test_the_upstream_check_finds_the_folder_or_writes_the_summary(
 
 
 @pytest.mark.parametrize("job_name", ["plan-diff", "preview"])
-def test_stack_jobs_cover_every_checked_in_stack(pr: dict[str, Any], job_name: str) -> None:
-    assert STACKS == ["aks", "onprem"]
-    assert sorted(pr["jobs"][job_name]["strategy"]["matrix"]["stack"]) == STACKS
-    assert pr["jobs"][job_name]["strategy"]["fail-fast"] is False
+def test_stack_jobs_run_for_every_stack_the_stacks_job_lists(pr: dict[str, Any], job_name: str) -> None:
+    """No stack is named in the workflow: a team's own Pulumi.<stack>.yaml are what it diffs and previews."""
+    job = pr["jobs"][job_name]
+    assert "stacks" in ([job["needs"]] if isinstance(job["needs"], str) else job["needs"])
+    assert job["strategy"]["matrix"] == {"include": "${{ fromJSON(needs.stacks.outputs.matrix) }}"}
+    assert job["strategy"]["fail-fast"] is False
+
+
+def test_the_stacks_job_lists_every_stack_file_with_its_kind(pr: dict[str, Any], tmp_path: Path) -> None:
+    """Its listing step, run as the runner would in this checkout (whose .venv the suite runs in)."""
+    job = pr["jobs"]["stacks"]
+    assert job["outputs"] == {"matrix": "${{ steps.list.outputs.matrix }}"}
+    [install, listing] = [s for s in job["steps"] if "run" in s]
+    assert install["run"] == "make .venv/.runtime"
+    out = tmp_path / "github_output"
+    out.write_text("")
+    subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", listing["run"]],
+        cwd=ROOT,
+        env={"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(out)},
+        timeout=120,
+        check=True,
+    )
+    key, _, value = out.read_text().strip().partition("=")
+    matrix = json.loads(value)
+    # Read here without the tool: every file's name, whatever it holds.
+    names = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.?*.yaml"))
+    assert key == "matrix" and [m["stack"] for m in matrix] == names and names
+    assert all(m["kind"] in ("onprem", "aks", "unknown") for m in matrix), matrix
 
 
 def test_plan_diff_plans_head_and_base_and_publishes_the_diff(pr: dict[str, Any]) -> None:
@@ -184,7 +208,7 @@ def test_plan_diff_plans_head_and_base_and_publishes_the_diff(pr: dict[str, Any]
 
 def test_preview_uses_pulumi_actions_v7_with_the_policy_pack(pr: dict[str, Any]) -> None:
     job = pr["jobs"]["preview"]
-    assert job["needs"] == "test"
+    assert job["needs"] == ["test", "stacks"]
     [step] = _steps(job, "pulumi/actions@")
     assert step["uses"] == "pulumi/actions@v7"
     assert step["with"] == {
@@ -197,7 +221,7 @@ def test_preview_uses_pulumi_actions_v7_with_the_policy_pack(pr: dict[str, Any])
     assert (ROOT / step["with"]["policyPacks"] / "PulumiPolicy.yaml").exists()
     assert job["env"]["PULUMI_ACCESS_TOKEN"] == "${{ secrets.PULUMI_ACCESS_TOKEN }}"
     [login] = _steps(job, "azure/login@")
-    assert "matrix.stack == 'aks'" in login["if"]
+    assert "matrix.kind == 'aks'" in login["if"]  # the credentials follow the kind, not the name
     assert set(login["with"]) == {"client-id", "tenant-id", "subscription-id"}  # OIDC: no client secret
 
 
@@ -229,33 +253,36 @@ _AKS_CREDS = {"ARM_CLIENT_ID": "c", "ARM_TENANT_ID": "t", "ARM_SUBSCRIPTION_ID":
 
 
 @pytest.mark.parametrize(
-    ("stack", "env", "missing"),
+    ("stack", "kind", "env", "missing"),
     [
-        ("aks", {"PULUMI_ORG": "acme", **_AKS_CREDS}, "secret PULUMI_ACCESS_TOKEN"),
-        ("onprem", {"PULUMI_ORG": "acme", "ONPREM_KUBECONFIG": "k"}, "secret PULUMI_ACCESS_TOKEN"),
-        ("aks", {"PULUMI_ACCESS_TOKEN": "p", "PULUMI_ORG": "acme"}, "secret ARM_CLIENT_ID, secret ARM_TENANT_ID"),
-        ("onprem", {"PULUMI_ACCESS_TOKEN": "p", "PULUMI_ORG": "acme"}, "secret ONPREM_KUBECONFIG"),
-        ("onprem", {"PULUMI_ACCESS_TOKEN": "p", "ONPREM_KUBECONFIG": "k"}, "variable PULUMI_ORG"),
+        ("aks", "aks", {"PULUMI_ORG": "acme", **_AKS_CREDS}, "secret PULUMI_ACCESS_TOKEN"),
+        ("onprem", "onprem", {"PULUMI_ORG": "acme", "ONPREM_KUBECONFIG": "k"}, "secret PULUMI_ACCESS_TOKEN"),
+        ("prod", "aks", {"PULUMI_ACCESS_TOKEN": "p", "PULUMI_ORG": "acme"}, "secret ARM_CLIENT_ID, secret ARM_TEN"),
+        ("lab", "onprem", {"PULUMI_ACCESS_TOKEN": "p", "PULUMI_ORG": "acme"}, "secret ONPREM_KUBECONFIG"),
+        ("onprem", "onprem", {"PULUMI_ACCESS_TOKEN": "p", "ONPREM_KUBECONFIG": "k"}, "variable PULUMI_ORG"),
+        ("broken", "unknown", {"PULUMI_ACCESS_TOKEN": "p", "PULUMI_ORG": "acme", "ONPREM_KUBECONFIG": "k",
+                               **_AKS_CREDS}, "a platform kind (Pulumi.broken.yaml: gpuaas:platform.kind is 'unknown'"),
     ],
-)
+)  # fmt: skip
 def test_preview_is_skipped_with_a_notice_when_credentials_are_missing(
-    pr: dict[str, Any], tmp_path: Path, stack: str, env: dict[str, str], missing: str
+    pr: dict[str, Any], tmp_path: Path, stack: str, kind: str, env: dict[str, str], missing: str
 ) -> None:
-    stdout, outputs = _run_creds_check(pr, tmp_path, {"STACK": stack, **env})
+    stdout, outputs = _run_creds_check(pr, tmp_path, {"STACK": stack, "KIND": kind, **env})
     assert outputs == "run=false\n"
     assert stdout.startswith(f"::notice title=pulumi preview ({stack}) skipped::missing ")
     assert missing in stdout
 
 
 @pytest.mark.parametrize(
-    ("stack", "env"),
-    [("aks", _AKS_CREDS), ("onprem", {"ONPREM_KUBECONFIG": "k"})],
-)
+    ("stack", "kind", "env"),
+    [("aks", "aks", _AKS_CREDS), ("onprem", "onprem", {"ONPREM_KUBECONFIG": "k"}),
+     ("prod", "aks", _AKS_CREDS), ("lab", "onprem", {"ONPREM_KUBECONFIG": "k"})],
+)  # fmt: skip
 def test_preview_runs_when_credentials_are_present(
-    pr: dict[str, Any], tmp_path: Path, stack: str, env: dict[str, str]
+    pr: dict[str, Any], tmp_path: Path, stack: str, kind: str, env: dict[str, str]
 ) -> None:
     stdout, outputs = _run_creds_check(
-        pr, tmp_path, {"STACK": stack, "PULUMI_ACCESS_TOKEN": "p", "PULUMI_ORG": "acme", **env}
+        pr, tmp_path, {"STACK": stack, "KIND": kind, "PULUMI_ACCESS_TOKEN": "p", "PULUMI_ORG": "acme", **env}
     )
     assert outputs == "run=true\n"
     assert "::notice" not in stdout

@@ -14,6 +14,8 @@ Python. Defaults are written once, in the model (versions come from :mod:`compon
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import (
     Field,
 )
@@ -28,6 +30,17 @@ from components.model.queues import Queues
 from components.model.teams import Team
 from components.model.verification import Verification
 from components.model.versions import Versions
+
+#: Config namespaces a stack file may use beside ``gpuaas``: Pulumi's own (``pulumi:tags``) and those
+#: of the providers this program creates resources with (their default provider's settings:
+#: ``kubernetes:context``, ``azure-native:location``). Any other namespace is refused as a likely
+#: typo (``gpuas:teams`` once planned 0 teams, silently) unless ``gpuaas:extraConfigNamespaces``
+#: lists it (components/loader.py, ``namespace_issues``).
+KNOWN_CONFIG_NAMESPACES: tuple[str, ...] = ("pulumi", "kubernetes", "azure-native")
+
+#: A Pulumi config namespace: a project or package name (keys are ``<namespace>:<name>``, pulumi/pulumi
+#: sdk/go/common/resource/config/key.go).
+ConfigNamespace = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)]
 
 
 class QuotaPolicy(Model):
@@ -48,6 +61,10 @@ class StackConfig(Model):
     queues: Queues = Queues()
     verification: Verification = Verification()
     observability: Observability = Observability()
+    extra_config_namespaces: tuple[ConfigNamespace, ...] = ()
+    """Config namespaces beside gpuaas', Pulumi's and its providers' (``pulumi``, ``kubernetes``,
+    ``azure-native``) that this stack file may use: a program of your own that reads ``myteam:owner``
+    lists ``myteam``. Keys of any other namespace are refused as a likely typo."""
 
     @property
     def onprem(self) -> OnPremPlatform | None:

@@ -6,6 +6,7 @@ carries all of them so a stack with five mistakes is fixed in one round, not fiv
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -82,7 +83,9 @@ def from_validation_error(err: ValidationError, allowed_keys: dict[Loc, list[str
         if kind == "extra_forbidden":
             parent = tuple(p for p in loc[:-1] if not (isinstance(p, str) and p in _UNION_TAGS))
             keys = (allowed_keys or {}).get(_generic(parent))
-            msg = "unknown key" + (f"; allowed: {', '.join(keys)}" if keys else "")
+            near = difflib.get_close_matches(str(loc[-1]), keys or [], n=1, cutoff=0.6)
+            hint = f" (did you mean {path((*loc[:-1], near[0]))}?)" if near else ""
+            msg = "unknown key" + hint + (f"; allowed: {', '.join(keys)}" if keys else "")
         elif kind == "missing":
             msg = "is required"
         elif kind in ("value_error", "assertion_error"):

@@ -225,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", default="onprem")
     parser.add_argument("--base", default="HEAD", help="a git ref (planned with its own code) or a plan folder")
     parser.add_argument("--head", type=Path, help="a plan folder (default: plan the working tree)")
+    parser.add_argument(
+        "--stack-file", type=Path, help="plan the head from this file instead of the working tree's Pulumi.<stack>.yaml"
+    )
     parser.add_argument("--out", type=Path, help="where base/, head/ and plan.diff go (default: plan/diff-<stack>)")
     parser.add_argument("--quiet", action="store_true", help="write plan.diff, print only the counts")
     parser.add_argument(
@@ -261,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                 last = read_previous(
                     base_dir / "outputs.yaml", args.stack, planned_as=args.stack if planned_here else None
                 )
-            write_plan(args.stack, out / "head", previous=last, first_run=last is None)
+            write_plan(args.stack, out / "head", args.stack_file, previous=last, first_run=last is None)
             head_dir = out / "head" / args.stack
         head = read_tree(head_dir)
     except ConfigError as err:

@@ -312,7 +312,7 @@ def check_stack_kind(stack: str, stack_file: Path, config: Mapping[str, Any]) ->
     """
     if not own_file(stack).is_file() or own_file(stack).resolve() == stack_file.resolve():
         return
-    mine, theirs = platform_kind(stack_config(stack)), platform_kind(config)
+    mine, theirs = platform_kind(stack_config(stack, own_file(stack))), platform_kind(config)
     if mine is not None and theirs is not None and mine != theirs:
         raise ConfigError(
             [

@@ -26,7 +26,7 @@ from components.model import capacity, resources, versions
 from components.model.config import StackConfig
 from components.model.errors import ConfigError
 from components.plan.offline import FAKE_KUBECONFIG, Record, Run, run_program
-from tests.conftest import qualified, raw_stack
+from tests.conftest import fixture_config, qualified, raw_stack
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -201,7 +201,7 @@ def test_kubernetes_resources_use_the_aks_provider() -> None:
             "ns", metadata={"name": "x"}, opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})
         )
 
-    run = run_program("aks", program=program)
+    run = run_program("aks", config=fixture_config("aks"), program=program)
     (provider,) = run.of_type(K8S_PROVIDER)
     assert run.named("ns").provider.startswith(provider.urn + "::")
 

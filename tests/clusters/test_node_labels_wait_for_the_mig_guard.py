@@ -16,7 +16,7 @@ LAST_RUN = "pulumi:pulumi:StackReference::gpuaas-last-run"
 
 def test_every_node_patch_waits_for_the_last_run_the_guard_reads() -> None:
     patches = [r for r in offline_run("onprem").records if r.type == NODE_PATCH]
-    assert len(patches) == 6  # gpu-node-01..06 of Pulumi.onprem.yaml
+    assert len(patches) == 6  # gpu-node-01..06 of tests/stacks/onprem.yaml
     for patch in patches:
         assert any(d.endswith(LAST_RUN) for d in patch.dependencies), (patch.name, patch.dependencies)
 

@@ -30,7 +30,7 @@ from components.operators.gpu_operator import gpu_operator_values
 from components.plan.offline import ROOT, run_program, stack_config
 from components.plan.writer import write_plan
 from components.tenancy import quotas, teams
-from tests.conftest import raw_stack
+from tests.conftest import raw_stack, stack_path
 from tests.schema_helpers import GPU_OPERATOR_READ_NOT_LISTED, assert_value_paths_exist, validate_against_crd
 from tests.tenancy.test_admission_cel import Policy
 
@@ -664,7 +664,7 @@ def test_model_switch_guard(model: str, last_layouts: Any, last_model: Any, refu
 def test_plan_stops_a_model_switch_against_the_last_outputs(tmp_path: Path) -> None:
     import pulumi
 
-    _run, _summary = write_plan("onprem", tmp_path / "before")
+    _run, _summary = write_plan("onprem", tmp_path / "before", stack_file=stack_path("onprem"))
     with pytest.raises(pulumi.RunError, match="this stack's last run used devicePlugin"):
         write_plan("onprem", tmp_path / "after", stack_file=DRA_STACK, previous=tmp_path / "before/onprem/outputs.yaml")
     # Its allowed twin: the DRA stack against its own last run.

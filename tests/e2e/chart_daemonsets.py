@@ -1,7 +1,7 @@
 """The charts' own DaemonSets: which nodes each is meant for, from the charts' documented behaviour.
 
 The real charts installed with our values (network-operator v26.4.1, gpu-operator v26.7.0, kueue
-v0.19.2, all from ../shared/upstream/charts) render exactly one DaemonSet for the checked-in stacks,
+v0.19.2, all from ../shared/upstream/charts) render exactly one DaemonSet for the tests' own stacks (tests/stacks),
 NFD's worker; everything else the charts ship as a DaemonSet is off by their defaults or our values:
 
 - network-operator v26.4.1 Chart.yaml lines 15-16: the ``node-feature-discovery`` subchart is on

@@ -6,8 +6,8 @@ applies the plan of a variant with elastic quotas, plays the operators, and star
 gpuaas renders for that stack. tests/e2e/conftest.py makes one per stack per session
 (``onprem_kueue``, ``aks_kueue``): the Kueue tests and the fault tests share them.
 
-The variants: onprem is Pulumi.onprem.yaml (elastic on) with the burn-in CronJobs on; AKS is
-tests/stacks/aks-elastic.yaml where it exists (the tenancy fix's variant), else Pulumi.aks.yaml with
+The variants: onprem is tests/stacks/onprem.yaml (elastic on) with the burn-in CronJobs on; AKS is
+tests/stacks/aks-elastic.yaml where it exists (the tenancy fix's variant), else tests/stacks/aks.yaml with
 ``queues.elastic`` on.
 """
 
@@ -32,6 +32,7 @@ from e2e import toolchain
 from e2e.fleet import Fleet
 from e2e.kube import Identity, Kube, Obj
 from e2e.plan_apply import apply_plan, install_crds
+from tests.conftest import fixture_config
 from tests.e2e.conftest import StackFleet, need_upstream, play_operators
 from tests.e2e.fleet_nodes import NodeSpec, fleet_nodes
 from tests.e2e.jobs import queued_job
@@ -41,14 +42,14 @@ __all__ = ["PRIORITY_LABEL", "admitted", "workload_of"]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 KUEUE_API: Final = queues.API
-#: The AKS variant with queues (the tenancy fix's stack file); built from Pulumi.aks.yaml where absent.
+#: The AKS variant with queues (the tenancy fix's stack file); built from tests/stacks/aks.yaml where absent.
 AKS_ELASTIC: Final = ROOT / "tests" / "stacks" / "aks-elastic.yaml"
 BURN_IN_CLASS: Final = "gpuaas-burn-in"
 
 
 def onprem_config() -> dict[str, Any]:
-    """Pulumi.onprem.yaml (elastic on) with the burn-in CronJobs on."""
-    config = copy.deepcopy(stack_config("onprem"))
+    """tests/stacks/onprem.yaml (elastic on) with the burn-in CronJobs on."""
+    config = copy.deepcopy(fixture_config("onprem"))
     config.setdefault("gpuaas:verification", {})["burnIn"] = {"enabled": True}
     return config
 
@@ -56,7 +57,7 @@ def onprem_config() -> dict[str, Any]:
 def aks_config() -> dict[str, Any]:
     if AKS_ELASTIC.is_file():
         return stack_config("aks", AKS_ELASTIC)
-    config = copy.deepcopy(stack_config("aks"))
+    config = copy.deepcopy(fixture_config("aks"))
     config["gpuaas:queues"] = {"elastic": True}
     return config
 

@@ -17,10 +17,11 @@ import pytest
 from components.dra import claims
 from components.dra import tenancy as dra_tenancy
 from components.model import dra
-from components.plan.offline import run_program, stack_config
+from components.plan.offline import run_program
 from e2e.controlplane import ControlPlane
 from e2e.kube import ApiError, Identity
 from e2e.plan_apply import apply_plan
+from tests.conftest import fixture_config
 from tests.e2e.conftest import need_upstream, start_plane
 from tests.e2e.test_dra_quota_and_claim_guard_hold import driver_device_classes
 
@@ -31,7 +32,7 @@ TRAINER: Final = Identity("carol@example.com", ("aad:gpuaas-training",))
 @pytest.fixture(scope="module")
 def aks_dra(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
     need_upstream()
-    config = copy.deepcopy(stack_config("aks"))
+    config = copy.deepcopy(fixture_config("aks"))
     config["gpuaas:gpuOperator"]["resourceModel"] = "dra"
     # The AKS default (components/model/versions.py) is 1.34 or newer, which DRA needs; its
     # Ubuntu 22.04 pools run containerd 1.7: CDI is acknowledged, as a stack would once it checked.

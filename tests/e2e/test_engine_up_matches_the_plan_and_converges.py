@@ -50,15 +50,15 @@ from e2e.fleet import OUTCOME, Fleet
 from e2e.kube import ApiError, Kube
 from e2e.kueue import clear_after_uninstall
 from e2e.plan_apply import install_prerequisites, planned_objects, stored_differences
-from tests.conftest import offline_run
+from tests.conftest import offline_run, stack_path
 from tests.e2e import chart_daemonsets
 from tests.e2e.conftest import _say, need_upstream
 from tests.e2e.fleet_nodes import ONPREM_WORKER, fleet_nodes
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = repo_stack_config("onprem")["config"]
+BASE = repo_stack_config("onprem", stack_path("onprem"))["config"]
 CFG: StackConfig = parse_config(gpuaas_section(BASE))
-MIG_GROUP = 0  # platform.nodeGroups[0] is h100-mig in Pulumi.onprem.yaml
+MIG_GROUP = 0  # platform.nodeGroups[0] is h100-mig in tests/stacks/onprem.yaml
 MIG_NODE = "gpu-node-05"
 MIG_LABEL = "nvidia.com/mig.config"
 SKIP_AWAIT = "pulumi.com/skipAwait"
@@ -82,7 +82,7 @@ class Deployed:
 
 @pytest.fixture(scope="module")
 def deployed(pytestconfig: pytest.Config) -> Iterator[Deployed]:
-    """`pulumi up` of the checked-in onprem stack from empty, on a fresh fleet of its nodes."""
+    """`pulumi up` of the tests' onprem stack from empty, on a fresh fleet of its nodes."""
     need_upstream()
     fleet = Fleet.start([spec.manifest() for spec in fleet_nodes(CFG)])
     try:
@@ -92,7 +92,7 @@ def deployed(pytestconfig: pytest.Config) -> Iterator[Deployed]:
         kubeconfig = fleet.cp.write_kubeconfig(fleet.cp.workdir / "engine.kubeconfig", context=ctx)
         stack = Stack(kubeconfig)
         _say(pytestconfig, f"e2e: engine: {stack.version()} (pulumi-resource-kubernetes from {stack.bins[1]})")
-        stack.init()
+        stack.init(BASE)
         with Operators(fleet.kube, CFG) as operators:
             try:
                 up = stack.up()

@@ -28,9 +28,10 @@ from components.observability.monitors import kueue_scrape_objects, prometheus_r
 from e2e.controlplane import ControlPlane
 from e2e.engine import Stack, repo_stack_config
 from e2e.plan_apply import crd_index, install_crds
+from tests.conftest import stack_path
 from tests.e2e.conftest import need_upstream, start_plane
 
-BASE = repo_stack_config("onprem")["config"]
+BASE = repo_stack_config("onprem", stack_path("onprem"))["config"]
 CFG: StackConfig = parse_config(gpuaas_section(BASE))
 CRD_API = "apiextensions.k8s.io/v1"
 

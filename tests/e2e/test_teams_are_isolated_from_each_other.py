@@ -36,7 +36,7 @@ pytestmark = pytest.mark.every_minor
 CFG: StackConfig = parse_config(raw_stack("onprem"))
 TEAMS = {t.name: t for t in CFG.teams}
 PAIRS = [(a, b) for a, b in itertools.permutations(TEAMS, 2)]
-# The tests use a team's name as its namespace, as the checked-in stack does.
+# The tests use a team's name as its namespace, as the tests' stacks do.
 assert all(t.ns == t.name for t in CFG.teams)
 OWN_NAD_ONLY = "may reference NetworkAttachmentDefinitions of the pod's own namespace only"
 
@@ -239,7 +239,7 @@ def test_a_pod_in_a_requesting_bs_partition_resource_is_refused(kube: Kube, a: s
     assert err.status == 403 and "gpuaas-team-partition" in err.message, err
 
 
-#: What each team's ResourceQuota admits per GPU kind, from Pulumi.onprem.yaml's own numbers (never from
+#: What each team's ResourceQuota admits per GPU kind, from tests/stacks/onprem.yaml's own numbers (never from
 #: the code under test). The fleet: h100-full 4 nodes x 8 GPUs = 32 nvidia.com/gpu; h100-mig 1 node x 8
 #: GPUs x (1x4g.40gb + 3x1g.10gb) = 8 mig-4g.40gb and 24 mig-1g.10gb; h100-shared 1 node x 8 GPUs x 2
 #: replicas = 16 gpu.shared. Elastic quotas are on: a team's ceiling is its quota plus what it may

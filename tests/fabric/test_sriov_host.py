@@ -157,7 +157,7 @@ def _stack(base: str | None = None) -> StackConfig:
 
 
 def _fake(tmp_path: Path, node_name: str, base: str | None = None) -> tuple[StackConfig, FakeNode]:
-    """The checked-in onprem stack (optionally another GUID base) and a fake host for one of its nodes."""
+    """The tests' onprem stack (optionally another GUID base) and a fake host for one of its nodes."""
     cfg = _stack(base)
     assert cfg.onprem is not None
     node = next(n for n in cfg.onprem.nodes if n.name == node_name)

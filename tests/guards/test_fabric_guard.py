@@ -16,11 +16,11 @@ from components.guards import fabric, gate
 from components.loader import parse_config
 from components.plan.offline import RecordingMonitor, run_program
 from components.plan.writer import main as plan_main
-from tests.conftest import last_outputs, qualified, raw_stack
+from tests.conftest import fixture_config, last_outputs, qualified, raw_stack, stack_path
 
 
 def _applied(**overrides: str) -> dict[str, str]:
-    """The fabric values of the checked-in onprem stack, as its last run exported them."""
+    """The fabric values of the tests' onprem stack, as its last run exported them."""
     return {**fabric.fabric_layout(parse_config(raw_stack("onprem"))), **overrides}
 
 
@@ -157,7 +157,7 @@ def test_program_stops_on_an_unacknowledged_fabric_change() -> None:
 
 def test_the_vf_plan_partitions_and_policy_wait_for_the_guard() -> None:
     """Their inputs come through the gate, so a failing guard keeps them from being sent."""
-    run = run_program("onprem")
+    run = run_program("onprem", config=fixture_config("onprem"))
     gated = {r.name for r in run.records if any(d.endswith("::gpuaas-last-run") for d in r.dependencies)}
     held = {r.name for r in run.records if r.name.startswith(HELD_BACK)}
     # Three GUID shards, the P_Key table, partitions.conf's part and index.
@@ -187,9 +187,9 @@ def test_mig_and_fabric_problems_are_reported_together() -> None:
 
 
 def test_a_passing_run_records_its_fabric_and_changes_nothing_it_lets_through() -> None:
-    first = run_program("onprem")
+    first = run_program("onprem", config=fixture_config("onprem"))
     assert first.outputs[fabric.OUTPUT] == _applied()
-    again = run_program("onprem", previous=first.outputs)
+    again = run_program("onprem", config=fixture_config("onprem"), previous=first.outputs)
     assert sorted((r.name, repr(r.inputs)) for r in first.records) == sorted(
         (r.name, repr(r.inputs)) for r in again.records
     )
@@ -207,7 +207,21 @@ def test_malformed_previous_output_warns_and_compares_nothing() -> None:
 def test_offline_plan_refuses_with_the_base_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = tmp_path / "outputs.yaml"
     base.write_text(yaml.safe_dump(last_outputs("onprem", fabricLayout=_applied(**{"vfsPerHca": "4"}))))
-    assert plan_main(["onprem", "--out", str(tmp_path / "plan"), "--quiet", "--previous", str(base)]) == 2
+    assert (
+        plan_main(
+            [
+                "onprem",
+                "--stack-file",
+                str(stack_path("onprem")),
+                "--out",
+                str(tmp_path / "plan"),
+                "--quiet",
+                "--previous",
+                str(base),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "gpuaas:platform.fabric.vfsPerHca: changes from '4' to '6'" in err and "Traceback" not in err
     assert not (tmp_path / "plan").exists(), "a refused plan writes nothing"

@@ -14,7 +14,7 @@ from components.loader import parse_config
 from components.model import versions
 from components.model.config import StackConfig
 from components.plan.offline import RecordingMonitor, run_program
-from tests.conftest import qualified, raw_stack
+from tests.conftest import fixture_config, qualified, raw_stack
 
 
 def _aks(version: str, **platform: Any) -> StackConfig:
@@ -98,8 +98,11 @@ def test_the_program_stops_before_azure_is_touched() -> None:
 
 
 def test_every_stack_records_its_version() -> None:
-    assert run_program("aks").outputs[guard.OUTPUT] == versions.AKS_KUBERNETES
-    assert run_program("onprem").outputs[guard.OUTPUT] == raw_stack("onprem")["platform"]["kubernetesVersion"]
+    assert run_program("aks", config=fixture_config("aks")).outputs[guard.OUTPUT] == versions.AKS_KUBERNETES
+    assert (
+        run_program("onprem", config=fixture_config("onprem")).outputs[guard.OUTPUT]
+        == raw_stack("onprem")["platform"]["kubernetesVersion"]
+    )
 
 
 def test_from_an_unsupported_minor_the_one_jump_is_to_the_oldest_supported() -> None:

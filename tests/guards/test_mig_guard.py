@@ -13,9 +13,9 @@ from components.guards import mig as mig_guard
 from components.loader import parse_config
 from components.plan.offline import RecordingMonitor, run_program
 from components.plan.writer import main as plan_main
-from tests.conftest import last_outputs, qualified, raw_stack
+from tests.conftest import fixture_config, last_outputs, qualified, raw_stack, stack_path
 
-MIG_GROUP = 0  # h100-mig in Pulumi.onprem.yaml, layout 1x4g.40gb-3x1g.10gb on gpu-node-05
+MIG_GROUP = 0  # h100-mig in tests/stacks/onprem.yaml, layout 1x4g.40gb-3x1g.10gb on gpu-node-05
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
 
 
@@ -26,7 +26,7 @@ def _onprem(**mig: Any) -> dict[str, Any]:
 
 
 def _applied(**overrides: str) -> dict[str, str]:
-    """The layouts of the checked-in onprem stack, as its last run exported them, with overrides."""
+    """The layouts of the tests' onprem stack, as its last run exported them, with overrides."""
     return {**mig_guard.mig_layouts(parse_config(raw_stack("onprem"))), **overrides}
 
 
@@ -150,7 +150,9 @@ def test_aks_pools_say_how_to_drain_a_pool() -> None:
 
 def test_program_stops_on_an_unacknowledged_change() -> None:
     with pytest.raises(pulumi.RunError) as err:
-        run_program("onprem", previous={"migLayouts": _applied(**{"h100-mig": "all-1g.10gb"})})
+        run_program(
+            "onprem", config=fixture_config("onprem"), previous={"migLayouts": _applied(**{"h100-mig": "all-1g.10gb"})}
+        )
     assert str(err.value).startswith("gpuaas: 1 problem in the stack config:\n  gpuaas:platform.nodeGroups[0].mig: ")
 
 
@@ -169,7 +171,7 @@ def test_a_stopped_run_records_neither_its_layouts_nor_its_mig_configs() -> None
     previous = {"migLayouts": _applied(**{"h100-mig": "all-1g.10gb"}), "migNodeLayouts": _nodes_applied()}
     monitor = RecordingMonitor(previous)
     with pytest.raises(pulumi.RunError):
-        run_program("onprem", previous=previous, monitor=monitor)
+        run_program("onprem", config=fixture_config("onprem"), previous=previous, monitor=monitor)
     assert not any(mig_guard.OUTPUT in outputs for outputs in monitor.stack_outputs)
     sent = {r.name for r in monitor.records}
     assert not any(r.type == NODE_PATCH for r in monitor.records)
@@ -178,7 +180,7 @@ def test_a_stopped_run_records_neither_its_layouts_nor_its_mig_configs() -> None
 
 def test_a_passing_run_records_what_it_applied() -> None:
     monitor = RecordingMonitor(None)
-    run_program("onprem", monitor=monitor)
+    run_program("onprem", config=fixture_config("onprem"), monitor=monitor)
     assert monitor.stack_outputs[-1][mig_guard.OUTPUT] == _applied()
     assert monitor.stack_outputs[-1][mig_guard.NODE_OUTPUT] == _nodes_applied()
 
@@ -193,8 +195,8 @@ def test_acknowledged_change_relabels_the_nodes() -> None:
 
 
 def test_the_gate_changes_nothing_it_lets_through() -> None:
-    first = run_program("onprem")
-    again = run_program("onprem", previous=first.outputs)
+    first = run_program("onprem", config=fixture_config("onprem"))
+    again = run_program("onprem", config=fixture_config("onprem"), previous=first.outputs)
     assert sorted((r.name, repr(r.inputs)) for r in first.records) == sorted(
         (r.name, repr(r.inputs)) for r in again.records
     )
@@ -212,7 +214,7 @@ def test_program_stops_when_a_node_moves_into_a_mig_group() -> None:
     raw["platform"]["nodes"][0]["nodeGroup"] = "h100-mig"
     raw["quotaPolicy"] = {"allowOversubscription": True}
     raw.setdefault("queues", {})["elastic"] = False  # hard quotas: elastic ones refuse oversubscription
-    last = run_program("onprem").outputs
+    last = run_program("onprem", config=fixture_config("onprem")).outputs
     assert last[mig_guard.NODE_OUTPUT]["gpu-node-01"] == "all-disabled"
     with pytest.raises(pulumi.RunError, match=r"platform\.nodes\[0\]\.nodeGroup: moves gpu-node-01"):
         run_program("onprem", config=qualified(raw), previous=last)
@@ -221,7 +223,21 @@ def test_program_stops_when_a_node_moves_into_a_mig_group() -> None:
 def test_offline_plan_refuses_with_the_base_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = tmp_path / "outputs.yaml"
     base.write_text(yaml.safe_dump(last_outputs("onprem", migLayouts=_applied(**{"h100-mig": "all-1g.10gb"}))))
-    assert plan_main(["onprem", "--out", str(tmp_path / "plan"), "--quiet", "--previous", str(base)]) == 2
+    assert (
+        plan_main(
+            [
+                "onprem",
+                "--stack-file",
+                str(stack_path("onprem")),
+                "--out",
+                str(tmp_path / "plan"),
+                "--quiet",
+                "--previous",
+                str(base),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "gpuaas:platform.nodeGroups[0].mig: changes h100-mig" in err and "Traceback" not in err
     assert not (tmp_path / "plan").exists(), "a refused plan writes nothing"

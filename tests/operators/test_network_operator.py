@@ -205,7 +205,7 @@ def test_aks_stack_deploys_the_azure_reference_rule(upstream: Path, cfg_of: Call
     import yaml
 
     rule = node_feature_rule(cfg_of("aks"))
-    assert rule is not None, "Pulumi.aks.yaml turns the chart's rules off, so gpuaas's must run"
+    assert rule is not None, "tests/stacks/aks.yaml turns the chart's rules off, so gpuaas's must run"
     validate_against_crd(rule, upstream / NFD_CRD)
     (ours,) = rule["spec"]["rules"]
     (theirs,) = yaml.safe_load((upstream / AZURE_NFD_RULE).read_text())["spec"]["rules"]

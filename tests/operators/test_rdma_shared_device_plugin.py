@@ -25,7 +25,7 @@ from components.operators.rdma_shared_device_plugin import (
     resource,
 )
 from components.plan.offline import Run, run_program
-from tests.conftest import qualified, raw_stack
+from tests.conftest import fixture_config, qualified, raw_stack
 from tests.network_cases import K8S_VERSION, WEBHOOK_SCHEMAS, aks, custom, defaults
 
 #: On-prem stacks with SR-IOV partitions: the shared plugin pools ConnectX PFs only, never team VFs.
@@ -269,7 +269,7 @@ def test_component_refuses_the_non_standalone_modes() -> None:
         except ValueError as e:
             errors.append(e)
 
-    run_program("onprem", program=program)
+    run_program("onprem", config=fixture_config("onprem"), program=program)
     assert errors and "standalone" in str(errors[0])
 
 

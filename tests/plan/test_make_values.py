@@ -17,15 +17,19 @@ from components.model.errors import ConfigError
 from components.plan.diff import main as diff_main
 from components.plan.diff import plan_ref
 from components.plan.writer import main as plan_main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, stack_path
+
+OWN = "tests-onprem"
 
 
 def _make(*args: str) -> subprocess.CompletedProcess[str]:
     if shutil.which("make") is None:
         pytest.fail("make is not installed: `make plan` is one of the two set-up commands")
     # -o: the virtualenv is there already (this suite runs in it); make must not reinstall it.
+    # The tests' own stack under a name no checkout's Pulumi.<stack>.yaml is expected to have: the
+    # root stacks are a team's own (tests/conftest.py); a later STACK= or STACK_FILE= in args wins.
     return subprocess.run(
-        ["make", "-s", "-o", ".venv/.runtime", *args],
+        ["make", "-s", "-o", ".venv/.runtime", f"STACK={OWN}", f"STACK_FILE={stack_path('onprem')}", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -62,9 +66,9 @@ def test_make_diff_keeps_the_tools_status(tmp_path: Path) -> None:
     bad = _make("diff", "STACK=no-such-stack", f"DIFF_OUT={tmp_path / 'bad'}")
     assert bad.returncode == 2 and "make diff: components.plandiff exited with status 2" in bad.stderr
     assert "Error 2" in bad.stderr
-    # the twin: a real base plan folder, and the working tree's plan beside it (no change: status 0)
-    assert plan_main(["onprem", "--out", str(tmp_path / "base"), "--quiet"]) == 0
-    good = _make("diff", "STACK=onprem", f"BASE={tmp_path / 'base'}", f"DIFF_OUT={tmp_path / 'diff'}")
+    # the twin: a real base plan folder, and the head planned from the same file (no change: status 0)
+    assert plan_main([OWN, "--stack-file", str(stack_path("onprem")), "--out", str(tmp_path / "base"), "--quiet"]) == 0
+    good = _make("diff", f"BASE={tmp_path / 'base'}", f"DIFF_OUT={tmp_path / 'diff'}")
     assert good.returncode == 0, good.stderr
     assert "No change to the offline plan." in (tmp_path / "diff" / "plan.diff").read_text()
 

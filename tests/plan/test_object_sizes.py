@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from components.plan import api_limits
-from components.plan.offline import stack_config
 from components.plan.writer import main
+from tests.conftest import fixture_config
 
 
 def _plan(tmp_path: Path, config: dict[str, object]) -> int:
@@ -21,7 +21,7 @@ def _plan(tmp_path: Path, config: dict[str, object]) -> int:
 def test_a_description_too_big_for_etcd_is_refused_naming_its_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = stack_config("onprem")
+    config = fixture_config("onprem")
     config["gpuaas:queues"]["priorityClasses"][0]["description"] = "x" * api_limits.MAX_OBJECT_BYTES
     assert _plan(tmp_path, config) == 2
     err = capsys.readouterr().err

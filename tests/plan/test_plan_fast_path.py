@@ -18,8 +18,9 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.plan.offline import ROOT, Record, gc_paused, run_program, stack_config
+from components.plan.offline import ROOT, Record, gc_paused, run_program
 from components.plan.writer import plan_files
+from tests.conftest import fixture_config
 
 
 def _bench() -> ModuleType:
@@ -42,7 +43,7 @@ def config(request: pytest.FixtureRequest) -> Iterator[tuple[str, dict[str, Any]
         # Mid-size: every component at fleet shape (4 node groups, partitions, many teams) in a few seconds.
         yield "bench", _bench().synthetic_config(48, 24, 6)
     else:
-        yield request.param, stack_config(request.param)
+        yield request.param, fixture_config(request.param)
 
 
 def test_fast_plan_is_byte_identical_to_the_sdk_default_path(config: tuple[str, dict[str, Any]]) -> None:
@@ -64,8 +65,8 @@ def test_the_run_pauses_the_cyclic_gc_and_restores_it() -> None:
         pulumi.export("x", "y")
 
     assert gc.isenabled()
-    run_program("onprem", program=program)
-    run_program("onprem", program=program, fast=False)
+    run_program("onprem", config=fixture_config("onprem"), program=program)
+    run_program("onprem", config=fixture_config("onprem"), program=program, fast=False)
     assert seen == [False, True]
     assert gc.isenabled()
 

@@ -10,9 +10,9 @@ from components.loader import parse_config
 from components.model.errors import ConfigError
 from components.plan.summary import target
 from components.plan.writer import main, plan_target, write_tree
-from tests.conftest import ROOT, raw_stack
+from tests.conftest import raw_stack, stack_path
 
-ONPREM = ROOT / "Pulumi.onprem.yaml"
+ONPREM = stack_path("onprem")
 
 
 def test_dotdot_stack_cannot_delete_the_folder_above_the_plan(
@@ -73,15 +73,15 @@ def test_plan_file_paths_stay_inside_the_plan(tmp_path: Path) -> None:
 
 def test_stack_file_of_another_platform_kind_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "plan"
-    assert main(["onprem", "--stack-file", str(ROOT / "Pulumi.aks.yaml"), "--out", str(out), "--quiet"]) == 2
+    assert main(["onprem", "--stack-file", str(stack_path("aks")), "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "gpuaas:platform.kind: 'aks', but stack 'onprem' is 'onprem' (Pulumi.onprem.yaml)" in err
+    assert "gpuaas:platform.kind: 'aks', but stack 'onprem' is 'onprem' (onprem.yaml)" in err
     assert not out.exists()
     # Twins: a file of the stack's own kind, and a stack with no file of its own.
     candidate = tmp_path / "Pulumi.candidate.yaml"
     candidate.write_text(ONPREM.read_text().replace("gpusPerNode: 8", "gpusPerNode: 8", 1))
     assert main(["onprem", "--stack-file", str(candidate), "--out", str(out), "--quiet"]) == 0
-    assert main(["aks-candidate", "--stack-file", str(ROOT / "Pulumi.aks.yaml"), "--out", str(out), "--quiet"]) == 0
+    assert main(["aks-candidate", "--stack-file", str(stack_path("aks")), "--out", str(out), "--quiet"]) == 0
 
 
 def test_missing_and_unreadable_files_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,7 +108,7 @@ def test_summary_names_the_target_cluster() -> None:
 
 
 def test_summary_file_has_the_target_line(tmp_path: Path) -> None:
-    assert main(["onprem", "--out", str(tmp_path), "--quiet"]) == 0
+    assert main(["onprem", "--stack-file", str(stack_path("onprem")), "--out", str(tmp_path), "--quiet"]) == 0
     lines = (tmp_path / "onprem" / "summary.txt").read_text().splitlines()
     assert lines[2] == "Target: kubeconfig context 'onprem-admin'"
 
@@ -141,10 +141,40 @@ def test_a_urn_registered_twice_is_a_problem_not_a_silent_plan() -> None:
 def test_previous_outputs_that_are_not_yaml_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prev = tmp_path / "outputs.yaml"
     prev.write_bytes(b"\xff\xfe not text")
-    assert main(["onprem", "--previous", str(prev), "--out", str(tmp_path / "p"), "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "onprem",
+                "--stack-file",
+                str(stack_path("onprem")),
+                "--previous",
+                str(prev),
+                "--out",
+                str(tmp_path / "p"),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"--previous {prev}: is not UTF-8 text" in err and "Traceback" not in err
     # the twin: a whole earlier run of this stack
-    assert main(["onprem", "--out", str(tmp_path / "before"), "--quiet"]) == 0
+    assert (
+        main(["onprem", "--stack-file", str(stack_path("onprem")), "--out", str(tmp_path / "before"), "--quiet"]) == 0
+    )
     prev = tmp_path / "before" / "onprem" / "outputs.yaml"
-    assert main(["onprem", "--previous", str(prev), "--out", str(tmp_path / "p"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "onprem",
+                "--stack-file",
+                str(stack_path("onprem")),
+                "--previous",
+                str(prev),
+                "--out",
+                str(tmp_path / "p"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )

@@ -11,8 +11,9 @@ import yaml
 
 from components.plan.diff import compare, main, read_tree, render
 from components.plan.index import INDEX
-from components.plan.offline import ROOT, stack_config
+from components.plan.offline import ROOT
 from components.plan.writer import write_plan
+from tests.conftest import fixture_config, stack_path
 
 
 def _index(entries: dict[str, dict[str, str]]) -> str:
@@ -72,8 +73,8 @@ def test_identical_plans_report_no_change() -> None:
 
 def test_adding_a_team_shows_up_under_that_team(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Two real plans: the base stack and the same stack with a team more (folders as --base/--head)."""
-    write_plan("onprem", tmp_path / "base")
-    config = stack_config("onprem")
+    write_plan("onprem", tmp_path / "base", stack_file=stack_path("onprem"))
+    config = fixture_config("onprem")
     # No GPUs to guarantee: the checked-in fleet's are all guaranteed to its teams (elastic quotas).
     config["gpuaas:teams"].append({"name": "robotics", "groups": ["oidc:team-robotics"], "quota": {"cpu": "8"}})
     candidate = tmp_path / "Pulumi.candidate.yaml"
@@ -103,7 +104,7 @@ def test_a_git_ref_is_planned_with_its_own_code(tmp_path: Path, capsys: pytest.C
         or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True).returncode
     ):
         pytest.skip("needs git and a git checkout")
-    write_plan("onprem", tmp_path / "head")
+    write_plan("onprem", tmp_path / "head", stack_file=stack_path("onprem"))
     out = tmp_path / "diff"
     rc = main(["--stack", "onprem", "--base", "HEAD", "--head", str(tmp_path / "head"), "--out", str(out), "--quiet"])
     assert rc in (0, 1), capsys.readouterr().err

@@ -15,13 +15,13 @@ import yaml
 from components.guards.gate import FORMAT, FORMAT_KEY, STACK_KEY
 from components.plan.previous import read_previous
 from components.plan.writer import main
-from tests.conftest import last_outputs
+from tests.conftest import last_outputs, stack_path
 
 CHANGED_LAYOUT = {"h100-mig": "all-1g.10gb", "h100-shared": "all-disabled", "h100-full": "all-disabled"}
 
 
 def _plan(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    rc = main(["onprem", "--out", str(tmp_path / "plan"), "--quiet", *args])
+    rc = main(["onprem", "--stack-file", str(stack_path("onprem")), "--out", str(tmp_path / "plan"), "--quiet", *args])
     return rc, capsys.readouterr().err
 
 
@@ -69,7 +69,7 @@ def test_anything_but_this_stacks_outputs_is_refused(
 
 
 def _plan_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    assert main(["onprem", "--out", str(tmp_path / "base"), "--quiet"]) == 0
+    assert main(["onprem", "--stack-file", str(stack_path("onprem")), "--out", str(tmp_path / "base"), "--quiet"]) == 0
     capsys.readouterr()
     return str(tmp_path / "base" / "onprem")
 

@@ -14,10 +14,9 @@ from typing import Any
 import yaml
 
 from components.loader import parse_config
-from components.plan.offline import stack_config
 from components.plan.summary import observability_lines
 from components.plan.writer import HELM_RELEASE, main
-from tests.conftest import offline_run, raw_stack
+from tests.conftest import fixture_config, offline_run, raw_stack, stack_path
 
 #: The alerts with their fixed ``for`` (not from config): XIDs, ECC, retired pages and a pending row
 #: remap fire at once, missing exporter series after 10m, absent kube-state-metrics / Kueue metrics
@@ -146,12 +145,12 @@ def test_without_elastic_queues_or_prices_the_summary_says_so() -> None:
 
 
 def test_the_written_summary_carries_the_monitoring_lines_only_when_enabled(tmp_path: Path) -> None:
-    assert main(["onprem", "--out", str(tmp_path / "on"), "--quiet"]) == 0
+    assert main(["onprem", "--stack-file", str(stack_path("onprem")), "--out", str(tmp_path / "on"), "--quiet"]) == 0
     text = (tmp_path / "on" / "onprem" / "summary.txt").read_text()
     assert "\nMonitoring: plugs into the Prometheus stack in 'monitoring' (monitors and rules labelled " in text
     assert "\nGpuaasGpuAllocatedIdle            1h   warning\n" in text
     # observability.enabled: false: nothing is monitored, and the summary says nothing of it.
-    config = stack_config("onprem")
+    config = fixture_config("onprem")
     config["gpuaas:observability"] = {"enabled": False}
     stack_file = tmp_path / "Pulumi.onprem.yaml"
     stack_file.write_text(yaml.safe_dump({"config": config}))

@@ -21,7 +21,7 @@ from components.plan.offline import run_program
 from components.proofs import isolation
 from components.queueing import admission, queues
 from components.tenancy import quotas
-from tests.conftest import qualified, raw_stack
+from tests.conftest import fixture_config, qualified, raw_stack
 from tests.schema_helpers import assert_value_paths_exist, crd_errors, validate_against_crd
 
 Edit = Callable[[dict[str, Any]], None]
@@ -246,7 +246,7 @@ def test_quantities_follow_kubernetes() -> None:
 
 def test_onprem_queue_lines() -> None:
     cfg = parse_config(raw_stack("onprem"))
-    assert cfg.queues.elastic, "the checked-in onprem stack turns elasticity on"
+    assert cfg.queues.elastic, "the tests' onprem stack turns elasticity on"
     vision, language, research = (next(t for t in cfg.teams if t.name == n) for n in ("vision", "language", "research"))
     lines = elastic.team_lines(cfg, vision)
     assert list(lines) == ["h100-mig", "h100-shared", "h100-full", elastic.ANY_NODE]
@@ -311,7 +311,7 @@ def test_elastic_off_plans_no_kueue_and_hard_quotas() -> None:
     for t in raw["teams"]:
         t.pop("queue", None)
     off = run_program("onprem", config=qualified(raw))
-    on = run_program("onprem")
+    on = run_program("onprem", config=fixture_config("onprem"))
     assert not [r for r in off.records if "kueue" in r.type.lower() or r.name.startswith("gpuaas-queues")]
     assert not [r for r in off.records if "queue-name" in json.dumps(r.inputs)]
     cfg = parse_config(raw)

@@ -1,4 +1,4 @@
-"""Table-driven config rules: each case edits a checked-in stack and asserts the exact error path."""
+"""Table-driven config rules: each case edits one of the tests' own stacks and asserts the exact error path."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _del(path: str) -> Edit:
     return edit
 
 
-#: Hard quotas (the fleet-wide rules); the checked-in onprem stack is elastic (tests/queueing/test_elastic.py).
+#: Hard quotas (the fleet-wide rules); the tests' onprem stack is elastic (tests/queueing/test_elastic.py).
 def HARD(raw: dict[str, Any]) -> None:  # noqa: N802 - reads as a constant in the tables
     raw["queues"]["elastic"] = False
 

@@ -20,7 +20,7 @@ from components.model.errors import ConfigError
 from components.plan.writer import main
 from components.rules.versions import os_sku_warnings, support_warnings
 from e2e.upstream import CheckedPath
-from tests.conftest import ROOT, raw_stack
+from tests.conftest import raw_stack, stack_path
 from tests.rules.test_config_rules import Edit, _del, _set
 
 TODAY = date(2026, 12, 1)
@@ -180,7 +180,7 @@ def test_every_problem_at_once_and_never_a_traceback() -> None:
 
 
 def test_checked_in_defaults_run_today() -> None:
-    """No default and no checked-in stack is past (or near) its end on the day the table was reviewed."""
+    """No default and no stack of the tests' is past (or near) its end on the day the table was reviewed."""
     for stack in ("onprem", "aks"):
         cfg = parse_config(raw_stack(stack), kubernetes.REVIEWED)
         assert support_warnings(cfg, kubernetes.REVIEWED) == []
@@ -308,7 +308,7 @@ def test_the_plan_never_depends_on_the_date(
 ) -> None:
     """Two dates, one 44 days before 1.35's end of life: the same plan bytes; only the console differs."""
     stack = tmp_path / "Pulumi.onprem.yaml"
-    text = (ROOT / "Pulumi.onprem.yaml").read_text()
+    text = (stack_path("onprem")).read_text()
     stack.write_text(text.replace('kubernetesVersion: "1.37.2"', 'kubernetesVersion: "1.35.4"'))
     trees = []
     for day in ("2026-12-01", "2027-01-15"):

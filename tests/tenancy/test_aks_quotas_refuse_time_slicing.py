@@ -1,4 +1,4 @@
-"""AKS team quotas, pinned from Pulumi.aks.yaml's numbers (issue #21, item 20).
+"""AKS team quotas, pinned from tests/stacks/aks.yaml's numbers (issue #21, item 20).
 
 Dropping ``requests.nvidia.com/gpu.shared: "0"`` left the suite green: no AKS pool time-slices, so
 only the explicit zero refuses a time-sliced GPU there, and the on-prem tests see it from the fleet.

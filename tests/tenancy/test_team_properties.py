@@ -27,7 +27,7 @@ from components.plan import writer
 from components.plan.offline import run_program
 from components.rules.tenancy import RESERVED_NAMESPACES
 from components.tenancy import admission, quotas, teams
-from tests.conftest import qualified, raw_stack
+from tests.conftest import fixture_config, qualified, raw_stack
 from tests.fabric.test_partitions import osm_parse
 
 VFS = 8
@@ -283,7 +283,7 @@ def test_nv_ipam_fits_by_default() -> None:
 
 def test_platform_exports(cfg_of: Any) -> None:
     cfg = cfg_of("onprem")
-    run = run_program("onprem")
+    run = run_program("onprem", config=fixture_config("onprem"))
     assert run.outputs["partitionsConf"] == partitions_conf(cfg)
     assert run.outputs["opensmConf"] == opensm_conf(cfg)
     vision = run.outputs["teams"]["vision"]

@@ -23,7 +23,7 @@ from components.plan.offline import run_program
 from components.tenancy import admission, network_admission, networks, quotas, teams
 from components.tenancy import labels as team_labels
 from tests.admission_cases import ALLOWED, REFUSED
-from tests.conftest import qualified, raw_stack
+from tests.conftest import fixture_config, qualified, raw_stack
 from tests.schema_helpers import crd_schema, strict, validate_against_crd
 
 K8S_VERSION = "1.33.0"
@@ -463,7 +463,7 @@ def test_team_quotas_and_role_bindings_wait_for_every_admission_guard(stack: str
     """Review item 3: a quota (GPUs, RDMA) or RoleBinding (create pods) is applied only after the guards."""
     from components.plan.offline import run_program
 
-    run = run_program(stack)
+    run = run_program(stack, config=fixture_config(stack))
     order = {r.urn: i for i, r in enumerate(run.records)}
     guards = [r for r in run.records if r.name.startswith("gpuaas-admission-")]
     assert {r.type for r in guards} == {
