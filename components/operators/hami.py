@@ -244,7 +244,11 @@ def node_validation_daemonset(cfg: StackConfig) -> Manifest:
     validator, device-plugin validation and all.
     """
     ref = f"{VALIDATOR_IMAGE}:{operator_version(cfg)}"
-    validations = {"name": "run-nvidia-validations", "mountPath": VALIDATIONS_DIR, "mountPropagation": "Bidirectional"}
+    validations: dict[str, Any] = {
+        "name": "run-nvidia-validations",
+        "mountPath": VALIDATIONS_DIR,
+        "mountPropagation": "Bidirectional",
+    }
     driver_mounts = [
         {"name": "host-root", "mountPath": "/host", "readOnly": True, "mountPropagation": "HostToContainer"},
         {"name": "driver-install-dir", "mountPath": OPERATOR_DRIVER_ROOT, "mountPropagation": "HostToContainer"},
