@@ -249,7 +249,7 @@ def node_validation_daemonset(cfg: StackConfig) -> Manifest:
         "mountPath": VALIDATIONS_DIR,
         "mountPropagation": "Bidirectional",
     }
-    driver_mounts = [
+    driver_mounts: list[dict[str, Any]] = [
         {"name": "host-root", "mountPath": "/host", "readOnly": True, "mountPropagation": "HostToContainer"},
         {"name": "driver-install-dir", "mountPath": OPERATOR_DRIVER_ROOT, "mountPropagation": "HostToContainer"},
         validations,
