@@ -193,8 +193,10 @@ def node_daemonset(
     node_selector: Mapping[str, str],
     max_unavailable: int | str | None = None,
     annotations: Mapping[str, str] | None = None,
+    namespace: str | None = None,
 ) -> Manifest:
-    """The DaemonSet of one node agent: in the Network Operator namespace, on the RDMA nodes.
+    """The DaemonSet of one node agent: in the Network Operator namespace (or ``namespace``, where
+    the agent runs as another operator's ServiceAccount), on the RDMA nodes.
 
     Every node DaemonSet has this shape: the ``app.kubernetes.io/name`` and part-of labels on the
     object and its pods, the selector on the name, a rolling update (``max_unavailable`` where the
@@ -211,7 +213,7 @@ def node_daemonset(
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": network.namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": namespace or network.namespace, "labels": labels},
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "updateStrategy": strategy,

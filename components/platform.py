@@ -68,7 +68,8 @@ class Platform(pulumi.ComponentResource):
         _ = cluster_opts  # used by the steps below as they land
 
         # 2. Network Operator (NFD + operator), then 3. its NicClusterPolicy once the CRD exists;
-        #    Pulumi waits for the policy's status.state=ready (its pulumi.com/waitFor annotation).
+        #    Pulumi waits until the operator has reconciled the policy (status.state written), never
+        #    for nodes to be ready: docs/notes/what-a-run-waits-for.md.
         network_operator = NetworkOperator(f"{name}-network-operator", cfg, cluster_opts)
         nic_cluster_policy = NicClusterPolicy(
             f"{name}-nic-cluster-policy",
@@ -86,7 +87,8 @@ class Platform(pulumi.ComponentResource):
                 NetworkArgs(cfg, after=[nic_cluster_policy.policy]),
                 cluster_opts,
             )
-        # 6. GPU Operator after the NicClusterPolicy is ready, so GPUDirect finds the NIC driver.
+        # 6. GPU Operator after the NicClusterPolicy is reconciled; per node, its driver waits for the
+        #    NIC driver itself (GPUDirect), so no run waits for a node.
         gpu_operator = GpuOperator(
             f"{name}-gpu-operator", cfg, cluster_opts, depends_on=[nic_cluster_policy.policy], gate=mig_gate
         )

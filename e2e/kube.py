@@ -21,6 +21,9 @@ from typing import Any
 
 Obj = dict[str, Any]
 
+#: The least bound of :meth:`Kube.wait_for`, in seconds.
+MIN_WAIT = 120.0
+
 
 @dataclasses.dataclass(frozen=True)
 class Identity:
@@ -279,6 +282,15 @@ class Kube:
         return bool(out.get("status", {}).get("allowed"))
 
     def wait_for(self, what: str, cond: Callable[[], Any], timeout: float = 60.0, every: float = 0.25) -> Any:
+        """Poll ``cond`` until it returns something truthy (returned) or the bound passes (a
+        ``TimeoutError`` naming ``what`` and the last value).
+
+        The bound is at least :data:`MIN_WAIT`: what the tests wait for is a controller's catch-up
+        (quota recount, garbage collector, scheduler, Kueue, KWOK), which a loaded machine delays by
+        tens of seconds; a wait returns as soon as the state is there, so the floor costs nothing
+        when things go right (issue 34: the suite passes on a busy 2-core machine).
+        """
+        timeout = max(timeout, MIN_WAIT)
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:

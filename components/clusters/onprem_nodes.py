@@ -34,7 +34,7 @@ def group_labels(group: str, sharing: GpuSharing) -> dict[str, str]:
 
     A HAMi group's nodes also say so (``gpuaas.io/hami`` and HAMi's own ``gpu=on``, what HAMi's device
     plugin selects) and turn
-    the GPU Operator's device plugin and MIG Manager off (``nvidia.com/gpu.deploy.*=false``, which
+    the GPU Operator's device plugin, MIG Manager and validator off (``nvidia.com/gpu.deploy.*=false``, which
     the Operator keeps): HAMi's device plugin advertises those GPUs instead, and MIG stays off
     (HAMi's FAQ: turn the Operator's device plugin off on HAMi nodes).
     """
@@ -49,6 +49,10 @@ def group_labels(group: str, sharing: GpuSharing) -> dict[str, str]:
                 **resources.HAMI_NODE_LABELS,
                 resources.GPU_DEPLOY_DEVICE_PLUGIN_LABEL: "false",
                 resources.GPU_DEPLOY_MIG_MANAGER_LABEL: "false",
+                # The Operator's validator would wait for an nvidia.com/gpu* resource HAMi does not
+                # advertise; HAMi's node validation runs its driver and toolkit checks instead
+                # (components/operators/hami.py node_validation_daemonset).
+                resources.GPU_DEPLOY_OPERATOR_VALIDATOR_LABEL: "false",
             }
         )
     return labels

@@ -29,10 +29,11 @@ the node-tools image carries no API client, and the ServiceAccount would need a 
 patch *any* Node (RBAC cannot limit it to its own), a cluster-wide steering lever held by a
 privileged hostPID pod.
 
-It runs after the NicClusterPolicy is ready, and with the containerized DOCA driver only on nodes
-whose driver pod is ready (the operator's ``network.nvidia.com/operator.mofed.wait=false`` label,
-:func:`components.k8s.driver_ready_node_selector`; the policy being ready does not
-mean every node's driver is, and a node's driver reloads on upgrade): loading the modules earlier
+It runs after the operator has reconciled the NicClusterPolicy, and with the containerized DOCA
+driver only on nodes whose driver pod is ready (the operator's
+``network.nvidia.com/operator.mofed.wait=false`` label,
+:func:`components.k8s.driver_ready_node_selector`; the run waits for no node, and a node's driver
+reloads on upgrade): loading the modules earlier
 would pull in the inbox ones the driver container is about to replace (the race behind
 Mellanox/doca-driver-build#52).
 

@@ -87,6 +87,10 @@ HAMI_NODE_LABELS: Final = {HAMI_CHART_NODE_LABEL: "on", HAMI_LABEL: "true"}
 #: nodes turn NVIDIA's device plugin and MIG Manager off this way, as HAMi documents.
 GPU_DEPLOY_DEVICE_PLUGIN_LABEL: Final = "nvidia.com/gpu.deploy.device-plugin"
 GPU_DEPLOY_MIG_MANAGER_LABEL: Final = "nvidia.com/gpu.deploy.mig-manager"
+#: The GPU Operator's validator (its DaemonSet's nodeSelector, gpu-operator v26.7.0
+#: assets/state-operator-validation/0500_daemonset.yaml): off on HAMi nodes, whose device plugin it
+#: cannot validate (:func:`components.operators.hami.node_validation_daemonset` says why).
+GPU_DEPLOY_OPERATOR_VALIDATOR_LABEL: Final = "nvidia.com/gpu.deploy.operator-validator"
 #: AKS puts this label on every node of an agent pool (AKS docs, "Use labels in an AKS cluster").
 AKS_POOL_LABEL: Final = "kubernetes.azure.com/agentpool"
 #: Every label gpuaas owns on a GPU node; ``gpuPools[].labels`` may not set them.
@@ -99,6 +103,7 @@ OWNED_NODE_LABELS: Final = frozenset(
         HAMI_CHART_NODE_LABEL,
         GPU_DEPLOY_DEVICE_PLUGIN_LABEL,
         GPU_DEPLOY_MIG_MANAGER_LABEL,
+        GPU_DEPLOY_OPERATOR_VALIDATOR_LABEL,
     }
 )
 #: The label NFD puts on Mellanox nodes (network-operator v26.4.1 templates/nodefeaturerules.yaml),

@@ -46,7 +46,7 @@ from components import k8s as kube
 from components.k8s import Manifest
 from components.model import hami, resources
 from components.model.config import StackConfig
-from components.operators.gpu_operator import driver_enabled
+from components.operators.gpu_operator import driver_enabled, operator_version
 
 CHART: Final = "hami"
 #: The RuntimeClass the GPU Operator's toolkit creates (its ``operator.runtimeClass`` default).
@@ -198,6 +198,102 @@ def dra_read_binding() -> Manifest:
     }
 
 
+#: The GPU Operator's validator image (chart values.yaml ``validator.repository``/``image``), at
+#: :func:`components.operators.gpu_operator.operator_version`.
+VALIDATOR_IMAGE: Final = "nvcr.io/nvidia/gpu-operator"
+#: The ServiceAccount the Operator creates for its validator in its namespace, with the reads the
+#: driver validation makes (gpu-operator v26.7.0 assets/state-operator-validation/0100-0310).
+VALIDATOR_SERVICE_ACCOUNT: Final = "nvidia-operator-validator"
+NODE_VALIDATION: Final = "hami-node-validation"
+#: Where the validator writes ``driver-ready`` and ``toolkit-ready``, which the Operator's
+#: dcgm-exporter and HAMi's device plugin (``gpuOperatorToolkitReady``) wait for on the node.
+VALIDATIONS_DIR: Final = "/run/nvidia/validations"
+
+
+def _validation(component: str, env: dict[str, str], mounts: list[dict[str, Any]], image_ref: str) -> dict[str, Any]:
+    """One of the validator's init containers as the Operator renders it: ``nvidia-validator`` with
+    ``COMPONENT`` (assets/state-operator-validation/0500_daemonset.yaml)."""
+    return {
+        "name": f"{component}-validation",
+        "image": image_ref,
+        "command": ["sh", "-c"],
+        "args": ["nvidia-validator"],
+        "env": [{"name": k, "value": v} for k, v in {**env, "COMPONENT": component}.items()]
+        + [{"name": "OPERATOR_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+        "securityContext": {"privileged": True, "seLinuxOptions": {"level": "s0"}},
+        "volumeMounts": mounts,
+    }
+
+
+def node_validation_daemonset(cfg: StackConfig) -> Manifest:
+    """The GPU Operator's driver and toolkit validations on HAMi nodes, where its validator is off.
+
+    gpu-operator v26.7.0 renders one validator DaemonSet for the cluster; its ``plugin-validation``
+    waits for a node resource beginning ``nvidia.com/gpu`` or ``nvidia.com/mig-``
+    (cmd/nvidia-validator/main.go ``validateGPUResource``, 30 × 5 s, then the pod restarts) and is
+    left out only when the device plugin is off for the whole cluster
+    (controllers/object_controls.go ``TransformValidatorComponent``); no env or label turns it off
+    on one node (NVIDIA/gpu-operator#2550, open). HAMi advertises ``nvidia.com/vgpu``, so on a HAMi
+    node it would restart forever and the ClusterPolicy never be ready. HAMi nodes therefore carry
+    ``nvidia.com/gpu.deploy.operator-validator=false`` (:mod:`components.clusters.onprem_nodes`,
+    which the Operator keeps), and this DaemonSet runs there what the validator's first two init
+    containers run, with the same image, environment and mounts: the driver validation and the
+    toolkit validation (with the ``nvidia`` RuntimeClass, as the Operator gives its validator, so
+    ``nvidia-smi`` is injected). They write ``driver-ready`` and ``toolkit-ready``, which the
+    Operator's dcgm-exporter and HAMi's device plugin wait for. Whole-GPU nodes keep the Operator's
+    validator, device-plugin validation and all.
+    """
+    ref = f"{VALIDATOR_IMAGE}:{operator_version(cfg)}"
+    validations: dict[str, Any] = {
+        "name": "run-nvidia-validations",
+        "mountPath": VALIDATIONS_DIR,
+        "mountPropagation": "Bidirectional",
+    }
+    driver_mounts: list[dict[str, Any]] = [
+        {"name": "host-root", "mountPath": "/host", "readOnly": True, "mountPropagation": "HostToContainer"},
+        {"name": "driver-install-dir", "mountPath": OPERATOR_DRIVER_ROOT, "mountPropagation": "HostToContainer"},
+        validations,
+        {"name": "host-dev-char", "mountPath": "/host-dev-char"},
+    ]
+    ready = " ".join(f"{VALIDATIONS_DIR}/{c}-ready" for c in ("driver", "toolkit"))
+    pod: dict[str, Any] = {
+        "priorityClassName": "system-node-critical",
+        "serviceAccountName": VALIDATOR_SERVICE_ACCOUNT,
+        "runtimeClassName": RUNTIME_CLASS,
+        # The Operator's validator's own toleration, and the HAMi pools' taints.
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, *tolerations(cfg)],
+        "initContainers": [
+            _validation("driver", {"WITH_WAIT": "true"}, driver_mounts, ref),
+            _validation("toolkit", {"NVIDIA_VISIBLE_DEVICES": "all", "WITH_WAIT": "false"}, [validations], ref),
+        ],
+        "containers": [
+            {
+                "name": NODE_VALIDATION,
+                "image": ref,
+                "command": ["sh", "-c"],
+                "args": ["echo driver and toolkit validations are successful; while true; do sleep 86400; done"],
+                "securityContext": {"privileged": True},
+                # As the Operator's validator: a node whose validation pod goes makes its dependants wait again.
+                "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", f"rm -f {ready}"]}}},
+                "volumeMounts": [validations],
+            }
+        ],
+        "volumes": [
+            {"name": "run-nvidia-validations", "hostPath": {"path": VALIDATIONS_DIR, "type": "DirectoryOrCreate"}},
+            {"name": "driver-install-dir", "hostPath": {"path": OPERATOR_DRIVER_ROOT}},
+            {"name": "host-root", "hostPath": {"path": "/"}},
+            {"name": "host-dev-char", "hostPath": {"path": "/dev/char"}},
+        ],
+    }
+    return kube.node_daemonset(
+        cfg.network,
+        NODE_VALIDATION,
+        pod,
+        node_selector=resources.HAMI_NODE_LABELS,
+        namespace=cfg.gpu_operator.namespace,
+    )
+
+
 def hami_objects(cfg: StackConfig) -> dict[str, Manifest]:
     """HAMi's objects besides the release, by role; empty without HAMi."""
     if not hami.uses_hami(cfg):
@@ -209,7 +305,8 @@ def hami_objects(cfg: StackConfig) -> dict[str, Manifest]:
 
 
 class Hami(pulumi.ComponentResource):
-    """HAMi's namespace, its chart as a pinned Helm release, and the scheduler's DRA read RBAC.
+    """HAMi's namespace, its chart as a pinned Helm release, the scheduler's DRA read RBAC, and the
+    GPU Operator's driver and toolkit validations on HAMi nodes (:func:`node_validation_daemonset`).
 
     ``depends_on``: the GPU Operator release (HAMi's device plugin waits for its toolkit and uses
     its RuntimeClass) and the node labels that turn the Operator's device plugin off on HAMi nodes
@@ -231,6 +328,8 @@ class Hami(pulumi.ComponentResource):
         ns = kube.apply(f"{name}-namespace", objects.pop("namespace"), kube.child(self))
         # The RBAC first: the scheduler pod would otherwise start without its DRA reads and wait.
         rbac = [kube.apply(f"{name}-{role}", m, kube.child(self, [ns])) for role, m in objects.items()]
+        # After the GPU Operator: it creates the validator's ServiceAccount this runs as.
+        kube.apply(f"{name}-node-validation", node_validation_daemonset(cfg), kube.child(self, list(depends_on)))
         self.release = kube.helm_release(
             f"{name}-release",
             cfg,

@@ -49,9 +49,18 @@ from components.operators.network_operator import node_affinity, node_feature_ru
 
 NAME = "nic-cluster-policy"
 API_VERSION = "mellanox.com/v1alpha1"
-#: Pulumi waits until the operator reports every state ready (pulumi-kubernetes ≥ 4.18
-#: ``pulumi.com/waitFor``), so the GPU Operator and ib-node-config start on working NICs.
-WAIT_FOR_READY = "jsonpath={.status.state}=ready"
+#: What a run waits for on the policy (docs/notes/what-a-run-waits-for.md): that the operator has
+#: reconciled it, not that the nodes are ready. The operator writes ``status.state`` only after it
+#: has rendered and applied every state's objects (network-operator v26.4.1
+#: controllers/nicclusterpolicy_controller.go ``Reconcile``: ``SyncState``, then ``updateCrStatus``);
+#: ``ready`` needs every operand DaemonSet available on at least one node (pkg/state/state_skel.go
+#: ``isDaemonSetReady``: ``DesiredNumberScheduled != 0``; pkg/state/state_ofed.go: no Mellanox node,
+#: no objects, ``notReady``; pkg/state/manager.go: one state not ready, the policy not ready). An AKS
+#: stack's ND pools start empty and an on-prem node can be NotReady: waiting for ``ready`` never
+#: ends there (issue 34). A JSONPath without a value matches once the path holds anything
+#: (pulumi-kubernetes provider/pkg/jsonpath ``Matches``). Per node, the operands wait for the NIC
+#: driver themselves (:data:`components.k8s.MOFED_WAIT_LABEL`).
+WAIT_FOR_RECONCILED = "jsonpath={.status.state}"
 IB_SRIOV_CNI = "ib-sriov-cni"
 
 
@@ -154,7 +163,7 @@ def nic_cluster_policy(cfg: StackConfig) -> Manifest:
         "metadata": {
             "name": NAME,
             "labels": dict(PART_OF),
-            "annotations": {"pulumi.com/waitFor": WAIT_FOR_READY},
+            "annotations": {"pulumi.com/waitFor": WAIT_FOR_RECONCILED},
         },
         "spec": spec,
     }
@@ -192,9 +201,9 @@ def ib_sriov_cni_daemonset(cfg: StackConfig) -> Manifest:
 
 
 class NicClusterPolicy(pulumi.ComponentResource):
-    """The NicClusterPolicy (``policy``, ready-awaited), before it gpuaas's NodeFeatureRule where
-    the chart's is off, and on-prem the ib-sriov CNI installer and Multus' kubeconfig refresher
-    (:mod:`components.fabric.multus_kubeconfig`).
+    """The NicClusterPolicy (``policy``, awaited until the operator has reconciled it), before it
+    gpuaas's NodeFeatureRule where the chart's is off, and on-prem the ib-sriov CNI installer and
+    Multus' kubeconfig refresher (:mod:`components.fabric.multus_kubeconfig`).
 
     ``args.after`` should hold the Network Operator release: the policy's CRD comes with it.
     Later steps (GPU Operator, ib-node-config) depend on ``policy``.

@@ -18,7 +18,6 @@ absent, and Kueue admits one by unsuspending it (no kubelet needed).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import tempfile
@@ -38,12 +37,13 @@ from components.queueing import controllers, queues
 from components.queueing.admission import QUEUE_LABEL
 from e2e import toolchain, upstream
 from e2e.controlplane import ControlPlane
-from e2e.kube import ApiError, Identity, Kube
+from e2e.kube import Identity, Kube
 from e2e.kueue_process import CERT_SECRET, KueueProcess
 from e2e.plan_apply import UPSTREAM, apply_plan, install_crds
 from tests.conftest import raw_stack
 from tests.e2e.conftest import need_upstream, start_plane
 from tests.e2e.jobs import queued_job as job  # noqa: F401  (the tests' name for it)
+from tests.e2e.settle import job_gone
 
 CFG: StackConfig = parse_config(raw_stack("onprem"))
 KUEUE_API = queues.API
@@ -213,10 +213,8 @@ class Kueue(KueueProcess):
 
 
 def delete_job(kube: Kube, ns: str, name: str) -> None:
-    """Delete a Job and its pods (a Job's REST default is to orphan them)."""
-    path = kube.resource("batch/v1", "Job").path(ns, name)
-    with contextlib.suppress(ApiError):
-        kube.request("DELETE", path, {"propagationPolicy": "Background"})
+    """Delete a Job and its pods, and wait until they are gone (:func:`tests.e2e.settle.job_gone`)."""
+    job_gone(kube, ns, name)
 
 
 def kueue_plane(

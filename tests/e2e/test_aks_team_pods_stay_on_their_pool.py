@@ -20,6 +20,7 @@ from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import planned_objects
 from tests.conftest import raw_stack
 from tests.e2e.conftest import AppliedStack, wait_until_refused
+from tests.e2e.settle import gone
 
 # Also run on the oldest supported Kubernetes minor (`make e2e`; pyproject.toml's markers).
 pytestmark = pytest.mark.every_minor
@@ -151,4 +152,4 @@ def test_a_team_without_a_partition_may_request_no_rdma_on_any_pool(kube: Kube) 
             kube.create(gpu_pod("interns", pool=POOL["training"], resource=GPU), dry_run=True)
         assert "select a pool no team owns" in err.value.message and "none: each GPU pool" in err.value.message
     finally:
-        kube.delete("v1", "Namespace", "interns")
+        gone(kube, "v1", "Namespace", "interns", None)

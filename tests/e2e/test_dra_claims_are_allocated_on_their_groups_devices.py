@@ -26,6 +26,7 @@ from e2e.kube import Identity, Obj
 from tests.e2e.conftest import PLACEMENT_SUMMARY, StackFleet, need_upstream
 from tests.e2e.fleet_nodes import fleet_nodes, resource_slice
 from tests.e2e.jobs import PAUSE
+from tests.e2e.settle import gone
 from tests.e2e.test_dra_quota_and_claim_guard_hold import DRA_STACK, driver_device_classes
 
 
@@ -123,7 +124,7 @@ def test_a_claim_is_allocated_a_device_of_its_class_on_a_node_that_has_one(
         assert node in having, (node, sorted(having))
         PLACEMENT_SUMMARY.append(f"onprem-dra {team} {device_class}: {result['device']} on {node} of {sorted(having)}")
     finally:
-        kube.delete("v1", "Pod", name, team)
+        gone(kube, "v1", "Pod", name, team)  # its generated claim with it: the next case claims again
 
 
 def test_a_claim_no_nodes_devices_satisfy_stays_pending(dra_fleet: StackFleet) -> None:
@@ -152,5 +153,5 @@ def test_a_claim_no_nodes_devices_satisfy_stays_pending(dra_fleet: StackFleet) -
         message = kube.wait_for("the pod unschedulable", unschedulable, 90)
         assert "cannot allocate all claims" in message or "resourceclaim" in message.lower(), message
     finally:
-        kube.delete("v1", "Pod", "nine", "vision")
-        kube.delete("resource.k8s.io/v1", "ResourceClaim", "nine", "vision")
+        gone(kube, "v1", "Pod", "nine", "vision")
+        gone(kube, "resource.k8s.io/v1", "ResourceClaim", "nine", "vision")

@@ -29,6 +29,7 @@ from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import apply_plan
 from e2e.upstream import root as upstream_root
 from tests.e2e.conftest import need_upstream, start_plane, wait_until_refused
+from tests.e2e.settle import gone, quota_given_back
 from tests.hami_cases import CASES, HAMI_STACK, PAUSE, TEAM, Edit, hami_pod
 
 MEMBER: Final = Identity("alice@example.com", ("oidc:team-inference",))
@@ -136,14 +137,16 @@ def test_slices_beyond_the_teams_quota_are_refused_by_the_quota_controller(clust
     slices = int(hard[f"requests.{resources.HAMI_GPU}"])
     assert slices == 80  # elastic: the team's 40 and all it may borrow of the group's 80
     fill = hami_pod("fill", slices=slices, memory_mib=1024, cores=0)
-    kube.create(fill, as_=MEMBER)  # up to exactly the quota: admitted
-    try:
-        key = f"requests.{resources.HAMI_GPU}"
-        err = refusal(kube, hami_pod("one-more", slices=1, memory_mib=1024, cores=0))
-        assert err.status == 403 and "exceeded quota: gpuaas-team-quota" in err.message, err.message
-        assert f"limited: {key}={slices}" in err.message, err.message
-    finally:
-        kube.delete("v1", "Pod", "fill", TEAM)
+    # The next test's pods need the slices back: the quota controller recounts after the delete.
+    with quota_given_back(kube, TEAM):
+        kube.create(fill, as_=MEMBER)  # up to exactly the quota: admitted
+        try:
+            key = f"requests.{resources.HAMI_GPU}"
+            err = refusal(kube, hami_pod("one-more", slices=1, memory_mib=1024, cores=0))
+            assert err.status == 403 and "exceeded quota: gpuaas-team-quota" in err.message, err.message
+            assert f"limited: {key}={slices}" in err.message, err.message
+        finally:
+            gone(kube, "v1", "Pod", "fill", TEAM)
 
 
 def test_the_quota_controller_counts_requests_keys_per_container_and_ignores_the_limits_keys(

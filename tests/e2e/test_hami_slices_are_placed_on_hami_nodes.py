@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from components.model import hami, resources
+from components.operators import hami as hami_operator
 from components.plan.offline import Run, run_program, stack_config
 from e2e import helm_template
 from e2e.controlplane import ControlPlane
@@ -177,6 +178,32 @@ def test_hamis_device_plugin_daemonset_wants_the_hami_node_alone(fleet: Fleet) -
     )
     terms = pods[0]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert [f["values"] for t in terms["nodeSelectorTerms"] for f in t["matchFields"]] == [[HAMI_NODE]]
+
+
+def test_the_gpu_operators_driver_and_toolkit_validations_want_the_hami_node_alone(fleet: Fleet) -> None:
+    """Where the Operator's own validator is off (it would wait for nvidia.com/gpu*, issue 34), gpuaas's
+    node validation runs: on the HAMi node, not on the whole-GPU node, which keeps the Operator's."""
+    kube = fleet.kube
+    ns = hami_operator.node_validation_daemonset(hami_cfg())["metadata"]["namespace"]
+    # The GPU Operator creates its validator's ServiceAccount (assets/state-operator-validation/0100_*.yaml).
+    sa = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": hami_operator.VALIDATOR_SERVICE_ACCOUNT, "namespace": ns},
+    }
+    kube.apply(sa, manager="nvidia-gpu-operator")
+    labels = kube.get("v1", "Node", HAMI_NODE)["metadata"]["labels"]  # type: ignore[index]
+    assert labels[resources.GPU_DEPLOY_OPERATOR_VALIDATOR_LABEL] == "false"
+    whole = kube.get("v1", "Node", WHOLE_NODE)["metadata"]["labels"]  # type: ignore[index]
+    assert resources.GPU_DEPLOY_OPERATOR_VALIDATOR_LABEL not in whole
+    pods = kube.wait_for(
+        f"{hami_operator.NODE_VALIDATION}'s pod",
+        lambda: kube.list("v1", "Pod", ns, selector=f"app.kubernetes.io/name={hami_operator.NODE_VALIDATION}"),
+        timeout=120,
+    )
+    terms = pods[0]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [f["values"] for t in terms["nodeSelectorTerms"] for f in t["matchFields"]] == [[HAMI_NODE]]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
 
 
 def test_a_team_members_slices_are_placed_on_the_hami_node_by_hamis_scheduler_name(fleet: Fleet) -> None:

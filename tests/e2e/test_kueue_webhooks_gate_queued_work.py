@@ -23,7 +23,6 @@ webhooks are there:
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +45,7 @@ from e2e.plan_apply import Applied, HelmReleases, apply_plan
 from tests.conftest import offline_run, raw_stack
 from tests.e2e.conftest import _say, need_upstream, start_plane
 from tests.e2e.jobs import queued_job
+from tests.e2e.settle import job_gone
 
 CFG: Final[StackConfig] = parse_config(raw_stack("onprem"))
 TEAMS: Final = {t.name: t for t in CFG.teams}
@@ -111,8 +111,7 @@ def pod(name: str, labels: dict[str, str], owner: dict[str, Any] | None = None) 
 
 
 def delete_job(kube: Kube, name: str) -> None:
-    with contextlib.suppress(ApiError):
-        kube.request("DELETE", kube.resource("batch/v1", "Job").path(A, name), {"propagationPolicy": "Background"})
+    job_gone(kube, A, name)
 
 
 def gates(obj: dict[str, Any]) -> list[str]:

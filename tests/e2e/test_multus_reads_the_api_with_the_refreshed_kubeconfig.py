@@ -40,6 +40,7 @@ from tests.e2e.node_side import (
     server_of,
     token,
 )
+from tests.e2e.settle import gone
 
 CFG: StackConfig = parse_config(raw_stack("onprem"))
 TEAM = next(t for t in CFG.teams if t.partition is not None)
@@ -72,7 +73,7 @@ def stack(onprem: AppliedStack, cni_tools: Path) -> Iterator[AppliedStack]:
     }
     kube.wait_for("the team member's pod is admitted", lambda: _create(kube, pod), timeout=60)
     yield onprem
-    kube.delete("v1", "Pod", POD, TEAM.ns)
+    gone(kube, "v1", "Pod", POD, TEAM.ns)  # out of the team's quota before the next module's pods
 
 
 def _create(kube: Kube, pod: dict[str, Any]) -> bool:

@@ -44,6 +44,7 @@ from tests import run_guards
 from tests.conftest import raw_stack
 from tests.e2e.conftest import AppliedStack
 from tests.e2e.node_side import grant_multus, run_refresher, token
+from tests.e2e.settle import gone
 
 CFG: StackConfig = parse_config(raw_stack("onprem"))
 TEAM = next(t for t in CFG.teams if isinstance(t.partition, OnPremPartition))
@@ -152,7 +153,7 @@ def admitted_pod(onprem: AppliedStack, cni_tools: Path) -> Iterator[dict[str, An
     }
     created = kube.create(pod, as_=member())
     yield created
-    kube.delete("v1", "Pod", POD, TEAM.ns)
+    gone(kube, "v1", "Pod", POD, TEAM.ns)  # out of the team's quota before the next module's pods
 
 
 def test_thin_plugin_add_and_del_for_an_admitted_pod(

@@ -105,7 +105,7 @@ DEFAULTS_POLICY = {
     "metadata": {
         "name": "nic-cluster-policy",
         "labels": {"app.kubernetes.io/part-of": "gpuaas"},
-        "annotations": {"pulumi.com/waitFor": "jsonpath={.status.state}=ready"},
+        "annotations": {"pulumi.com/waitFor": "jsonpath={.status.state}"},
     },
     "spec": {
         "nodeAffinity": {
