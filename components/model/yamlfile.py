@@ -104,6 +104,22 @@ class _BoundedLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _construct_int(loader: _BoundedLoader, node: yaml.ScalarNode) -> int:
+    """PyYAML's int, with Python's digit limit (``sys.get_int_max_str_digits``, 4300) reported at the
+    number's position instead of a ``ValueError`` that no ``YAMLError`` handler catches."""
+    try:
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"an integer of {len(node.value)} characters; no config or output value is that large",
+            node.start_mark,
+        ) from None
+
+
+_BoundedLoader.add_constructor(_CORE + "int", _construct_int)
+
 # Unquoted dates stay strings (Pulumi's Go YAML hands a program text, and no config field is a date).
 _BoundedLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != _CORE + "timestamp"]

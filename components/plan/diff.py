@@ -35,6 +35,7 @@ from components.model.errors import ConfigError, Issue
 from components.plan.index import INDEX
 from components.plan.offline import ROOT
 from components.plan.previous import read_previous
+from components.plan.stdout import emit
 from components.plan.writer import PLAN_MARKERS, plan_target, write_plan
 
 #: Files every plan has that say nothing an object diff does not (the summary is read on its own).
@@ -55,7 +56,7 @@ def read_tree(root: Path) -> dict[str, str]:
 def _index(files: Mapping[str, str]) -> dict[str, dict[str, str]]:
     try:
         data = yaml.safe_load(files.get(INDEX, "")) or {}
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):  # ValueError: an int past Python's 4300-digit limit
         return {}
     return {str(k): v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
@@ -173,6 +174,32 @@ def resolve_ref(ref: str) -> str:
     return commit
 
 
+def extract(archive: bytes, into: Path) -> list[str]:
+    """Unpack a ``git archive`` tar into ``into``; the members left out, by name.
+
+    tarfile's ``data`` filter refuses what could write outside ``into`` (an absolute symlink, a link
+    out of the tree, a device), and it raises on the first such member (``AbsoluteLinkError``), which
+    ended every diff against a commit holding one. A commit's links are never what its plan reads
+    (the program and stack files are regular files), so such a member is left out, and the rest
+    extracted; if the plan did need it, planning the base fails and says so.
+    """
+    skipped: list[str] = []
+
+    def data_only(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+        try:
+            return tarfile.data_filter(member, path)
+        except tarfile.FilterError:
+            skipped.append(member.name)
+            return None
+
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(into, filter=data_only)
+    except tarfile.TarError as err:
+        raise ConfigError([Issue("--base", f"git archive gave a tar that cannot be read ({err})")]) from None
+    return skipped
+
+
 def plan_ref(ref: str, stack: str, out: Path, first_run: bool = False) -> Path | None:
     """Plan ``stack`` as commit ``ref`` has it, with that commit's own code, into ``out/<stack>``.
 
@@ -187,8 +214,7 @@ def plan_ref(ref: str, stack: str, out: Path, first_run: bool = False) -> Path |
     if archive.returncode != 0:
         raise ConfigError([Issue("--base", f"{ref!r}: git archive failed ({_first(archive.stderr)})")])
     with tempfile.TemporaryDirectory(prefix="gpuaas-base-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(tmp, filter="data")
+        extract(archive.stdout, Path(tmp))
         if not (Path(tmp) / f"Pulumi.{stack}.yaml").is_file():
             if first_run:
                 return None
@@ -280,10 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         diff, base, head, f"Plan diff of stack {args.stack}: base {args.base}, head {args.head or 'working tree'}"
     )
     (out / "plan.diff").write_text(report)
-    if args.quiet:
-        print(report.splitlines()[1])
-    else:
-        print(report, end="")
+    if not emit(report.splitlines()[1] + "\n" if args.quiet else report):
+        return 2
     return 0 if diff.empty else 1
 
 

@@ -35,6 +35,24 @@ def _refuse(file: Path, why: str) -> ConfigError:
     return ConfigError([Issue(f"--previous {file}", why)])
 
 
+def _unheld_number(data: Any) -> str | None:
+    """The path of the first integer past a double's range (Pulumi's outputs are protobuf ``Struct``
+    values, numbers as doubles), or ``None``; iterative, so a deep file cannot overflow the stack."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, Mapping):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            try:
+                float(value)
+            except OverflowError:
+                return where
+    return None
+
+
 def read_previous(
     file: Path | None, stack: str, first_run: bool = False, planned_as: str | None = None
 ) -> dict[str, Any] | None:
@@ -75,6 +93,13 @@ def read_previous(
         raise _refuse(file, f"is outputs format {fmt!r}; this gpuaas reads format {FORMAT}")
     if owner != stack:
         raise _refuse(file, f"holds the outputs of stack {owner!r}, not of stack {stack!r}")
+    unheld = _unheld_number(data)
+    if unheld is not None:
+        raise _refuse(
+            file,
+            f"{unheld} holds a number no stack output can hold (outputs travel as 64-bit floats): not what a run of "
+            "this stack wrote",
+        )
     kind = data.get("platform")
     missing = [k for k in _ALWAYS.get(str(kind), ()) if not isinstance(data.get(k), Mapping)]
     if kind not in _ALWAYS or missing:

@@ -34,6 +34,7 @@ from components.plan.index import INDEX, plan_index, resource_counts
 from components.plan.offline import ROOT, Record, Run, gc_paused, run_program, stack_config
 from components.plan.offline import stack_file as own_file
 from components.plan.previous import FORMAT_KEY, STACK_KEY, read_previous
+from components.plan.stdout import emit
 from components.plan.summary import render_summary
 
 _TOP_ORDER = ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "rules", "subjects", "roleRef")
@@ -366,8 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:  # a folder given as a file, no permission, a full disk
         print(f"gpuaas: {err.filename or out}: {err.strerror or err}", file=sys.stderr)
         return 2
-    if not args.quiet:
-        print(summary, end="")
+    if not args.quiet and not emit(summary):
+        return 1
     if args.previous is not None and (args.previous.exists() or not args.first_run):
         print(f"day-2 guards (MIG layouts, fabric): checked against {args.previous}", file=sys.stderr)
     elif args.first_run:
