@@ -66,7 +66,7 @@ def read_previous(
     if file is None:
         return None
     try:
-        data = yamlfile.read_yaml(file, "outputs file")
+        data = yamlfile.read_yaml(file, "outputs file", yamlfile.MAX_OUTPUTS_BYTES)
     except yamlfile.YamlError as err:
         if first_run and err.why == "no such outputs file":
             return None

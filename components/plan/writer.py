@@ -27,6 +27,7 @@ import pulumi
 import yaml
 
 from components.loader import parse_stack, render_located
+from components.model import yamlfile
 from components.model.errors import ConfigError, Issue
 from components.model.grammar import stack_name_problem
 from components.plan.api_limits import object_size_issues
@@ -203,7 +204,19 @@ def plan_files(run: Run) -> dict[str, str]:
         if isinstance(run.outputs.get(key), str):
             put(f"opensm/{name}", run.outputs[key])
     shown = {k: (SECRET if k in run.secret_outputs else v) for k, v in run.outputs.items()}
-    put("outputs.yaml", dump(_stamp_last(_sorted(shown))))
+    outputs = dump(_stamp_last(_sorted(shown)))
+    if len(outputs.encode()) > yamlfile.MAX_OUTPUTS_BYTES:
+        # What --previous and make diff read back: a plan writes no outputs it would refuse to read.
+        raise ConfigError(
+            [
+                Issue(
+                    "outputs.yaml",
+                    f"would be {len(outputs.encode())} bytes; the day-2 guards read outputs of at most "
+                    f"{yamlfile.MAX_OUTPUTS_BYTES} bytes (components/model/yamlfile.py)",
+                )
+            ]
+        )
+    put("outputs.yaml", outputs)
     files[INDEX] = dump(plan_index(run, owners))
     return files
 
