@@ -36,8 +36,9 @@ from components.plan.index import INDEX
 from components.plan.offline import ROOT
 from components.plan.previous import read_previous
 from components.plan.stdout import emit
-from components.plan.writer import PLAN_MARKERS, plan_target, write_plan
+from components.plan.writer import GUARDS_PREFIX, PLAN_MARKERS, plan_target, write_plan
 
+SUMMARY = "summary.txt"
 #: Files every plan has that say nothing an object diff does not (the summary is read on its own).
 _NOT_OBJECTS = (INDEX,)
 
@@ -82,6 +83,7 @@ def compare(base: Mapping[str, str], head: Mapping[str, str]) -> PlanDiff:
     a plan written before plans had an index groups its files under ``(unindexed)``.
     """
     index = {**_index(base), **_index(head)}
+    base, head = _comparable(base), _comparable(head)
     out = PlanDiff()
     for path in sorted(set(base) | set(head)):
         if path in _NOT_OBJECTS:
@@ -100,6 +102,17 @@ def compare(base: Mapping[str, str], head: Mapping[str, str]) -> PlanDiff:
     return out
 
 
+def _comparable(files: Mapping[str, str]) -> dict[str, str]:
+    """The files as compared: the summary without its day-2 guards line, which says what this plan was
+    compared against (nothing for a base planned on its own, the base for the head), not what it holds."""
+    out = dict(files)
+    if SUMMARY in out:
+        out[SUMMARY] = "".join(
+            line for line in out[SUMMARY].splitlines(keepends=True) if not line.startswith(GUARDS_PREFIX)
+        )
+    return out
+
+
 def _counts(added: int, changed: int, removed: int) -> str:
     return f"{added} added, {changed} changed, {removed} removed"
 
@@ -110,6 +123,7 @@ def render(diff: PlanDiff, base: Mapping[str, str], head: Mapping[str, str], tit
     if diff.empty:
         lines.append("No change to the offline plan.")
         return "\n".join(lines) + "\n"
+    base, head = _comparable(base), _comparable(head)
     marks = {**dict.fromkeys(diff.added, "+"), **dict.fromkeys(diff.changed, "~"), **dict.fromkeys(diff.removed, "-")}
     groups: dict[tuple[int, str], list[str]] = defaultdict(list)
     for path in sorted(marks):

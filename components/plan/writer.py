@@ -247,6 +247,8 @@ def write_plan(
     mapping is outputs the caller has read and checked already.
     """
     target = plan_target(stack, out)
+    if isinstance(previous, Path):
+        check_previous_outside(previous, target)
     config = stack_config(stack, stack_file)
     if stack_file is not None:
         check_stack_kind(stack, stack_file, config)
@@ -258,10 +260,60 @@ def write_plan(
         too_big = object_size_issues([manifest(r) for r in run.records if _is_object(r)], config)
         if too_big:  # refused by the API server mid-`pulumi up`: refused here, naming the key
             raise ConfigError(too_big)
-        summary = render_summary(cfg, run, resource_counts(run), files)
+        summary = render_summary(cfg, run, resource_counts(run), files, guards_line(previous, first_run))
     files["summary.txt"] = summary
     write_tree(target, files)
     return run, summary
+
+
+#: The summary line saying what the day-2 guards compared against (the plan diff leaves it out: a
+#: base is planned on its own, its head against the base, so the line always differs).
+GUARDS_PREFIX = "Day-2 guards"
+#: What the day-2 guards must compare against, said wherever a plan had nothing to compare with.
+COMPARE_WITH_BASE = (
+    "compare with the base's plan (make diff BASE=main), or name the outputs.yaml of the stack's last run with "
+    "PREVIOUS= (a file outside plan/<stack>, which every plan replaces)"
+)
+
+
+def check_previous_outside(previous: Path, target: Path) -> None:
+    """Refuse a ``--previous`` file inside the plan folder this run replaces.
+
+    ``make plan PREVIOUS=plan/onprem/outputs.yaml`` reads the outputs of the last *plan*, which a plain
+    ``make plan`` of the changed config has already overwritten: the guards then compare the change
+    with itself, and a MIG layout change passes while the tool says it was checked.
+    """
+    try:
+        inside = previous.resolve() == target.resolve() or target.resolve() in previous.resolve().parents
+    except (OSError, RuntimeError):  # a symlink loop: not inside, and read_previous reports it
+        return
+    if inside:
+        raise ConfigError(
+            [
+                Issue(
+                    f"--previous {previous}",
+                    f"is inside the plan folder this run writes ({target}): that is the output of the last plan, "
+                    "which any plain `make plan` has already replaced with the changed config, so the day-2 guards "
+                    f"would compare the change with itself. The guards compare against the stack's last run: "
+                    f"{COMPARE_WITH_BASE}",
+                )
+            ]
+        )
+
+
+def guards_line(previous: Path | Mapping[str, Any] | None, first_run: bool) -> str:
+    """The summary's line on what the day-2 guards compared this plan against."""
+    checked = f"{GUARDS_PREFIX} (MIG layouts, fabric, resource model, Kubernetes version): checked against"
+    if isinstance(previous, Mapping):
+        return f"{checked} the base's outputs"
+    if previous is not None and (previous.exists() or not first_run):
+        return f"{checked} {previous}"
+    if first_run:
+        return f"{GUARDS_PREFIX}: first run (--first-run): nothing to compare against"
+    return (
+        f"{GUARDS_PREFIX}: NOT CHECKED (no --previous: this plan is not compared with the stack's last run); "
+        + COMPARE_WITH_BASE
+    )
 
 
 def plan_target(stack: str, out: Path) -> Path:
@@ -382,12 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not args.quiet and not emit(summary):
         return 1
-    if args.previous is not None and (args.previous.exists() or not args.first_run):
-        print(f"day-2 guards (MIG layouts, fabric): checked against {args.previous}", file=sys.stderr)
-    elif args.first_run:
-        print("day-2 guards: first run (--first-run): nothing to compare against", file=sys.stderr)
-    else:
-        print("day-2 guards: not checked (no --previous: this plan is not compared with a last run)", file=sys.stderr)
+    print(guards_line(args.previous, args.first_run), file=sys.stderr)
     print(f"plan written to {out / args.stack}", file=sys.stderr)
     return 0
 
