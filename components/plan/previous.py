@@ -25,7 +25,7 @@ from components.guards.gate import FORMAT, FORMAT_KEY, STACK_KEY
 from components.model import yamlfile
 from components.model.errors import ConfigError, Issue
 
-__all__ = ["FORMAT", "FORMAT_KEY", "STACK_KEY", "read_previous"]
+__all__ = ["FORMAT", "FORMAT_KEY", "STACK_KEY", "check_written_by", "read_previous"]
 
 #: What a last run of each platform kind always exported, beside the stamp (a file without them is cut short).
 _ALWAYS = {"onprem": (mig.OUTPUT, mig.NODE_OUTPUT, fabric_guard.OUTPUT), "aks": (mig.OUTPUT,)}
@@ -106,3 +106,48 @@ def read_previous(
         what = f"platform {kind!r}" if kind not in _ALWAYS else f"no {', '.join(missing)}"
         raise _refuse(file, f"is not whole ({what}): every last run of a stack exports them")
     return dict(data)
+
+
+#: The fabric values every on-prem run exports (:func:`components.guards.fabric.fabric_layout`).
+_FABRIC_ALWAYS = ("vfsPerHca", "guidScheme")
+#: The outputs the day-2 guards read as maps of strings (a map of anything else switches its guard off).
+_STRING_MAPS = (mig.OUTPUT, mig.NODE_OUTPUT, fabric_guard.OUTPUT)
+
+
+def check_written_by(last: Mapping[str, Any], kind: str, where: str) -> None:
+    """Refuse a last-run record that cannot be what a run of this stack (of platform ``kind``) wrote.
+
+    The guards compare what they find: an edited record switched them off without a word. A
+    ``fabricLayout: {}`` (every on-prem run exports its VFs per HCA and GUID scheme) let a
+    ``vfsPerHca`` change through without ``reconfigure``; an AKS stack's outputs relabelled with this
+    stack's name carried no fabric at all; a map holding a non-string is ignored by its guard.
+    """
+    problems: list[str] = []
+    recorded = last.get("platform")
+    if recorded != kind:
+        problems.append(f"platform is {recorded!r}, but this stack is {kind!r}")
+    for name in _STRING_MAPS:
+        value = last.get(name)
+        if value is not None and not (
+            isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+        ):
+            problems.append(f"{name} is not a map of strings (every run exports one)")
+    fabric = last.get(fabric_guard.OUTPUT)
+    if kind == "onprem" and recorded == kind and isinstance(fabric, Mapping):
+        missing = [k for k in _FABRIC_ALWAYS if not isinstance(fabric.get(k), str)]
+        if missing:
+            problems.append(f"{fabric_guard.OUTPUT} has no {', '.join(missing)} (every on-prem run exports them)")
+        elif not str(fabric["vfsPerHca"]).isascii() or not str(fabric["vfsPerHca"]).isdigit():
+            problems.append(f"{fabric_guard.OUTPUT}.vfsPerHca is {fabric['vfsPerHca']!r}, not a count")
+    if kind == "aks" and any(last.get(k) for k in (fabric_guard.OUTPUT, mig.NODE_OUTPUT)):
+        problems.append(f"{fabric_guard.OUTPUT}/{mig.NODE_OUTPUT} hold values, which an AKS run never exports")
+    if problems:
+        raise ConfigError(
+            [
+                Issue(
+                    where,
+                    f"cannot be what a run of this stack wrote ({'; '.join(problems)}), so the day-2 guards would "
+                    "compare against nothing; use the outputs.yaml of the stack's last run as the tool wrote it",
+                )
+            ]
+        )

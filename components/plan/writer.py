@@ -34,7 +34,7 @@ from components.plan.api_limits import object_size_issues
 from components.plan.index import INDEX, plan_index, resource_counts
 from components.plan.offline import ROOT, Record, Run, gc_paused, run_program, stack_config
 from components.plan.offline import stack_file as own_file
-from components.plan.previous import FORMAT_KEY, STACK_KEY, read_previous
+from components.plan.previous import FORMAT_KEY, STACK_KEY, check_written_by, read_previous
 from components.plan.stdout import emit
 from components.plan.summary import render_summary
 
@@ -254,6 +254,10 @@ def write_plan(
         check_stack_kind(stack, stack_file, config)
     cfg = parse_stack(config)  # bad config stops here, before the program registers anything
     last = dict(previous) if isinstance(previous, Mapping) else read_previous(previous, stack, first_run)
+    if last is not None:
+        check_written_by(
+            last, cfg.platform.kind, "the base's outputs" if isinstance(previous, Mapping) else f"--previous {previous}"
+        )
     with gc_paused():  # rendering walks every record too: no full collections over the run's heap
         run = run_program(stack, config=config, previous=last)
         files = plan_files(run)
