@@ -81,7 +81,8 @@ policy/venv/.installed: policy/requirements.txt
 	touch $@
 
 ## plan: offline plan of STACK (default onprem) into plan/STACK — no cloud, cluster or credentials.
-## PREVIOUS=path/outputs.yaml: an earlier plan's outputs stand for the stack's last run (day-2 guards);
+## PREVIOUS=path/outputs.yaml: the outputs of the stack's last run (day-2 guards), kept outside plan/STACK
+## (which every plan replaces: a file inside it is refused; or compare with the base: make diff BASE=main);
 ## only that stack's outputs are taken, and a missing file only with FIRST_RUN=1 (the stack never ran).
 ## STACK_FILE=candidate.yaml: plan that config instead of Pulumi.STACK.yaml, into plan/variants/candidate/.
 plan: $(VENV)/.runtime

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -266,3 +267,41 @@ def test_gather_against_a_fake_kubectl() -> None:
     assert ["get", "job", "-n", "vision", "verify-nccl", "-o", "json"] in seen
     assert ["get", "job", "-n", "inference", "isolation-vision-to-inference-server", "-o", "json"] in seen
     assert g.overall(rows)
+
+
+def _fake_kubectl(tmp_path: Path, script: str) -> str:
+    """A PATH whose ``kubectl`` is ``script`` (a shell body), ahead of any real one."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "kubectl"
+    exe.write_text("#!/bin/sh\n" + script)
+    exe.chmod(0o755)
+    return f"{bin_dir}:/usr/bin:/bin"
+
+
+def test_a_context_that_does_not_exist_is_named_not_every_proof_missing(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # What kubectl prints for `--context nope` (kubectl 1.3x): no server answered anything.
+    monkeypatch.setenv(
+        "PATH",
+        _fake_kubectl(tmp_path, 'echo "error: context was not found for specified context: nope" >&2\nexit 1\n'),
+    )
+    assert g.main(["--context", "nope", "--stack", "onprem"]) == 2
+    out = capsys.readouterr()
+    assert "context 'nope'" in out.err and "context was not found for specified context: nope" in out.err
+    assert "missing" not in out.out
+
+
+def test_a_job_the_server_does_not_have_is_missing(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    # The allowed twin: the context exists, the server answers NotFound: every proof "missing", exit 1.
+    monkeypatch.setenv(
+        "PATH",
+        _fake_kubectl(
+            tmp_path, "echo 'Error from server (NotFound): jobs.batch \"verify-nccl\" not found' >&2\nexit 1\n"
+        ),
+    )
+    assert g.main(["--context", "lab", "--stack", "onprem"]) == 1
+    out = capsys.readouterr()
+    assert "missing" in out.out and "NOT ALL PASSED" in out.out
+    assert out.err == ""

@@ -9,7 +9,8 @@ logs; the scripts' one-line results (``IB_WRITE_BW_RESULT``, ``ALLREDUCE_RESULT`
 ``ISOLATION_RESULT``, ``ISOLATION_SERVER``) give the numbers and verdicts. One table holds both kinds
 of proof: *positive* (the partition carries RDMA and GPUDirect traffic at the expected rate) and
 *negative* (an RDMA write from one partition into another fails with the partition's error). Exit
-status 0 when every proof passed, 1 otherwise (a missing or unfinished Job included).
+status 0 when every proof passed, 1 otherwise (a missing or unfinished Job included), 2 when kubectl
+reaches no cluster (a context that does not exist, no kubeconfig): the message names it.
 """
 
 from __future__ import annotations
@@ -221,11 +222,28 @@ def format_table(rows: Sequence[Row]) -> str:
 Kubectl = Callable[[Sequence[str]], str | None]
 
 
+class KubectlError(Exception):
+    """kubectl could not ask any cluster (no such context, no kubeconfig, no server): nothing it
+    returned says anything about a Job, so the run stops instead of calling every proof missing."""
+
+
 def kubectl_runner(context: str | None) -> Kubectl:
+    """Runs kubectl; ``None`` when the server answered an error (a Job or pod not there, logs not
+    ready yet: ``Error from server (NotFound)``), :class:`KubectlError` when no server answered."""
+
     def run(args: Sequence[str]) -> str | None:
         cmd = ["kubectl", *(["--context", context] if context else []), *args]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        return done.stdout if done.returncode == 0 else None
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except OSError as err:  # kubectl not installed or not executable
+            raise KubectlError(f"cannot run kubectl: {err.strerror or err}") from None
+        if done.returncode == 0:
+            return done.stdout
+        if "Error from server" in done.stderr:
+            return None
+        where = f"context {context!r}" if context else "the current context"
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise KubectlError(f"kubectl with {where} failed: {lines[-1].strip() if lines else f'exit {done.returncode}'}")
 
     return run
 
@@ -271,7 +289,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--stack", required=True, help="stack name: reads Pulumi.<stack>.yaml")
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     args = p.parse_args(argv)
-    rows = gather(args.stack, kubectl_runner(args.context))
+    try:
+        rows = gather(args.stack, kubectl_runner(args.context))
+    except KubectlError as err:
+        print(f"gather_results: {err}", file=sys.stderr)
+        return 2
     print(format_table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")

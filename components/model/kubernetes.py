@@ -76,7 +76,9 @@ MINORS: Final[tuple[Support, ...]] = (
     Support((1, 37), date(2027, 10, 28), date(2026, 10, 31), date(2027, 10, 31), "AKS calendar (GA planned Oct 2026)"),
 )
 
-_VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?$")
+#: At most 9 ASCII digits a number: a version is read as ints, and Python refuses to read more than
+#: 4300 digits (``sys.get_int_max_str_digits``) with a ValueError no rule expects.
+_VERSION = re.compile(r"^v?([0-9]{1,9})\.([0-9]{1,9})(?:\.([0-9]{1,9}))?$")
 
 
 def parse(text: str) -> tuple[int, int, int] | None:

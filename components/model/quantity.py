@@ -32,6 +32,13 @@ QUANTITY_HELP = (
 )
 
 
+#: "No matter which of the three exponent forms is used, no quantity may represent a number greater
+#: than 2^63-1 in magnitude ... Numbers larger or more precise will be capped" (apimachinery
+#: quantity.go, the Quantity doc comment); Kueue reads quotas as int64 (``Value``/``MilliValue``).
+#: Beyond it the API would store another amount, and the elastic arithmetic's decimals overflow.
+MAX_QUANTITY = Decimal(2**63 - 1)
+
+
 class QuantityError(ValueError):
     """``ParseQuantity`` would return ErrFormatWrong, ErrSuffix or ErrNumeric."""
 
@@ -102,7 +109,8 @@ def parse_quantity(text: str) -> Decimal:
             raise QuantityError(f"{text!r}: the exponent {suffix[1:]} is out of range")
         # Upstream then narrows it to int32 (a huge exponent wraps); only validity and sign
         # matter here, so the magnitude is clamped instead.
-        scale = Decimal(10) ** max(min(exponent, 10**6), -(10**6))
+        # (10**±10**5 stays inside decimal's default exponent range, ±999999: 10**6 overflowed.)
+        scale = Decimal(10) ** max(min(exponent, 10**5), -(10**5))
     else:
         raise QuantityError(f"{text!r} has an unknown suffix {suffix!r}; {QUANTITY_HELP}")
     try:
@@ -120,4 +128,9 @@ def check_quantity(value: Any) -> str:
     amount = parse_quantity(text)
     if amount < 0:
         raise ValueError(f"{text!r} is negative; a quota or request is 0 or more")
+    if amount > MAX_QUANTITY:
+        raise ValueError(
+            f"{text!r} is more than {MAX_QUANTITY} (2^63-1), the largest quantity Kubernetes holds (it caps a "
+            "larger one: quantity.go); e.g. 7Ei at most for memory"
+        )
     return text

@@ -29,9 +29,14 @@ from typing import Any
 
 import yaml
 
-#: Largest file read: the checked-in stacks are a few KiB; a 4000-node, 1024-team stack and its
-#: outputs are well under 2 MiB (benchmarks/plan_scale.py).
+#: Largest stack file read: the checked-in stacks are a few KiB; a 5000-node, 1024-team stack is
+#: well under 2 MiB (benchmarks/plan_scale.py).
 MAX_BYTES = 8 * 1024 * 1024
+#: Largest outputs file read (``--previous``, a base plan's ``outputs.yaml``). Outputs grow faster than
+#: the stack: partitions.conf lists every GUID of every partition, so 5000 nodes with fully qualified
+#: names export 12.7 MB. The plan writer refuses to write outputs past this bound
+#: (:mod:`components.plan.writer`), so it never refuses what the tool itself wrote.
+MAX_OUTPUTS_BYTES = 64 * 1024 * 1024
 #: Deepest nesting: a stack file is about 6 levels deep, an outputs file 4.
 MAX_DEPTH = 64
 #: Nodes that aliases may add beyond those written (a document without aliases adds none).
@@ -104,6 +109,22 @@ class _BoundedLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _construct_int(loader: _BoundedLoader, node: yaml.ScalarNode) -> int:
+    """PyYAML's int, with Python's digit limit (``sys.get_int_max_str_digits``, 4300) reported at the
+    number's position instead of a ``ValueError`` that no ``YAMLError`` handler catches."""
+    try:
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"an integer of {len(node.value)} characters; no config or output value is that large",
+            node.start_mark,
+        ) from None
+
+
+_BoundedLoader.add_constructor(_CORE + "int", _construct_int)
+
 # Unquoted dates stay strings (Pulumi's Go YAML hands a program text, and no config field is a date).
 _BoundedLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != _CORE + "timestamp"]
@@ -111,9 +132,10 @@ _BoundedLoader.yaml_implicit_resolvers = {
 }
 
 
-def read_text(file: Path, what: str = "file") -> str:
-    """The UTF-8 text of a regular file of at most :data:`MAX_BYTES`, or :class:`YamlError`."""
+def read_text(file: Path, what: str = "file", max_bytes: int = MAX_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes``, or :class:`YamlError`."""
     name = str(file)
+    a_what = f"{'an' if what[:1] in ('a', 'e', 'i', 'o', 'u') else 'a'} {what}"
     try:
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -123,17 +145,17 @@ def read_text(file: Path, what: str = "file") -> str:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise YamlError(name, f"is not a regular file (a {_kind(info.st_mode)}); a {what} is a YAML file")
-        if info.st_size > MAX_BYTES:
-            raise YamlError(name, f"is {info.st_size} bytes; a {what} is at most {MAX_BYTES} bytes")
+            raise YamlError(name, f"is not a regular file (a {_kind(info.st_mode)}); {a_what} is a YAML file")
+        if info.st_size > max_bytes:
+            raise YamlError(name, f"is {info.st_size} bytes; {a_what} is at most {max_bytes} bytes")
         with os.fdopen(fd, "rb", closefd=True) as f:
             fd = -1
-            data = f.read(MAX_BYTES + 1)
+            data = f.read(max_bytes + 1)
     finally:
         if fd >= 0:
             os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise YamlError(name, f"grew past {MAX_BYTES} bytes while read; a {what} is at most {MAX_BYTES} bytes")
+    if len(data) > max_bytes:
+        raise YamlError(name, f"grew past {max_bytes} bytes while read; {a_what} is at most {max_bytes} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -187,9 +209,9 @@ def _run(text: str, name: str, construct: bool, keep_nodes: bool = False) -> Any
             loader.dispose()
 
 
-def read_yaml(file: Path, what: str = "file") -> Any:
+def read_yaml(file: Path, what: str = "file", max_bytes: int = MAX_BYTES) -> Any:
     """:func:`read_text` then :func:`load`."""
-    return load(read_text(file, what), str(file))
+    return load(read_text(file, what, max_bytes), str(file))
 
 
 def _check_aliases(root: yaml.Node, name: str) -> None:

@@ -35,8 +35,10 @@ from components.model.errors import ConfigError, Issue
 from components.plan.index import INDEX
 from components.plan.offline import ROOT
 from components.plan.previous import read_previous
-from components.plan.writer import PLAN_MARKERS, plan_target, write_plan
+from components.plan.stdout import emit
+from components.plan.writer import GUARDS_PREFIX, PLAN_MARKERS, plan_target, write_plan
 
+SUMMARY = "summary.txt"
 #: Files every plan has that say nothing an object diff does not (the summary is read on its own).
 _NOT_OBJECTS = (INDEX,)
 
@@ -55,7 +57,7 @@ def read_tree(root: Path) -> dict[str, str]:
 def _index(files: Mapping[str, str]) -> dict[str, dict[str, str]]:
     try:
         data = yaml.safe_load(files.get(INDEX, "")) or {}
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):  # ValueError: an int past Python's 4300-digit limit
         return {}
     return {str(k): v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
@@ -81,6 +83,7 @@ def compare(base: Mapping[str, str], head: Mapping[str, str]) -> PlanDiff:
     a plan written before plans had an index groups its files under ``(unindexed)``.
     """
     index = {**_index(base), **_index(head)}
+    base, head = _comparable(base), _comparable(head)
     out = PlanDiff()
     for path in sorted(set(base) | set(head)):
         if path in _NOT_OBJECTS:
@@ -99,6 +102,17 @@ def compare(base: Mapping[str, str], head: Mapping[str, str]) -> PlanDiff:
     return out
 
 
+def _comparable(files: Mapping[str, str]) -> dict[str, str]:
+    """The files as compared: the summary without its day-2 guards line, which says what this plan was
+    compared against (nothing for a base planned on its own, the base for the head), not what it holds."""
+    out = dict(files)
+    if SUMMARY in out:
+        out[SUMMARY] = "".join(
+            line for line in out[SUMMARY].splitlines(keepends=True) if not line.startswith(GUARDS_PREFIX)
+        )
+    return out
+
+
 def _counts(added: int, changed: int, removed: int) -> str:
     return f"{added} added, {changed} changed, {removed} removed"
 
@@ -109,6 +123,7 @@ def render(diff: PlanDiff, base: Mapping[str, str], head: Mapping[str, str], tit
     if diff.empty:
         lines.append("No change to the offline plan.")
         return "\n".join(lines) + "\n"
+    base, head = _comparable(base), _comparable(head)
     marks = {**dict.fromkeys(diff.added, "+"), **dict.fromkeys(diff.changed, "~"), **dict.fromkeys(diff.removed, "-")}
     groups: dict[tuple[int, str], list[str]] = defaultdict(list)
     for path in sorted(marks):
@@ -173,6 +188,32 @@ def resolve_ref(ref: str) -> str:
     return commit
 
 
+def extract(archive: bytes, into: Path) -> list[str]:
+    """Unpack a ``git archive`` tar into ``into``; the members left out, by name.
+
+    tarfile's ``data`` filter refuses what could write outside ``into`` (an absolute symlink, a link
+    out of the tree, a device), and it raises on the first such member (``AbsoluteLinkError``), which
+    ended every diff against a commit holding one. A commit's links are never what its plan reads
+    (the program and stack files are regular files), so such a member is left out, and the rest
+    extracted; if the plan did need it, planning the base fails and says so.
+    """
+    skipped: list[str] = []
+
+    def data_only(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+        try:
+            return tarfile.data_filter(member, path)
+        except tarfile.FilterError:
+            skipped.append(member.name)
+            return None
+
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(into, filter=data_only)
+    except tarfile.TarError as err:
+        raise ConfigError([Issue("--base", f"git archive gave a tar that cannot be read ({err})")]) from None
+    return skipped
+
+
 def plan_ref(ref: str, stack: str, out: Path, first_run: bool = False) -> Path | None:
     """Plan ``stack`` as commit ``ref`` has it, with that commit's own code, into ``out/<stack>``.
 
@@ -187,8 +228,7 @@ def plan_ref(ref: str, stack: str, out: Path, first_run: bool = False) -> Path |
     if archive.returncode != 0:
         raise ConfigError([Issue("--base", f"{ref!r}: git archive failed ({_first(archive.stderr)})")])
     with tempfile.TemporaryDirectory(prefix="gpuaas-base-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(tmp, filter="data")
+        extract(archive.stdout, Path(tmp))
         if not (Path(tmp) / f"Pulumi.{stack}.yaml").is_file():
             if first_run:
                 return None
@@ -283,10 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         diff, base, head, f"Plan diff of stack {args.stack}: base {args.base}, head {args.head or 'working tree'}"
     )
     (out / "plan.diff").write_text(report)
-    if args.quiet:
-        print(report.splitlines()[1])
-    else:
-        print(report, end="")
+    if not emit(report.splitlines()[1] + "\n" if args.quiet else report):
+        return 2
     return 0 if diff.empty else 1
 
 

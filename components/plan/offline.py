@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from google.protobuf import empty_pb2
+from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import resource as pulumi_resource
 from pulumi.runtime import rpc
@@ -124,9 +124,19 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         id_, state = self.mocks.new_resource(args)
         # Outputs that mirror the inputs are the request's own Struct: serialising the
         # deserialised inputs again gives the same Struct (no unknowns outside a preview, no
-        # output values: the SDK's MockMonitor does not support them), without the cost.
-        if state == inputs and not pulumi.runtime.is_dry_run():
+        # output values: the SDK's MockMonitor does not support them), without the cost. Outputs
+        # that add plain values (an Azure resource's ``name``, a StackReference's outputs) are that
+        # Struct plus those values: ``_sync_await`` here would pump the event loop from inside a
+        # registration, which runs the next registration inside this one, so a chain of resources
+        # each waiting on the last (AKS's GPU pools) nested a frame stack per link until Python's
+        # recursion limit (76 pools; AKS allows 100).
+        added = {k: v for k, v in state.items() if k not in inputs or inputs[k] != v}
+        if not pulumi.runtime.is_dry_run() and set(inputs) <= set(state) and all(map(_plain, added.values())):
             obj_proto = request.object
+            if added:
+                obj_proto = struct_pb2.Struct()
+                obj_proto.CopyFrom(request.object)
+                obj_proto.update(added)
         else:
             obj_proto = _sync_await(rpc.serialize_properties(state, {}))
         self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, id_, state)  # type: ignore[arg-type]
@@ -148,6 +158,26 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             )
         )
         return resource_pb2.RegisterResourceResponse(urn=urn, id=id_ or "", object=obj_proto)
+
+
+def _plain(value: Any) -> bool:
+    """A JSON value (text, number, boolean, null, lists and string-keyed maps of them): what a
+    protobuf ``Struct`` holds as it is, and what ``serialize_properties`` writes unchanged (it only
+    rewrites Outputs, resources, assets and secrets)."""
+    stack = [value]
+    for _ in range(1_000_000):  # bounded: a value holds far fewer nodes
+        if not stack:
+            return True
+        item = stack.pop()
+        if isinstance(item, dict):
+            if not all(isinstance(k, str) for k in item) or rpc._special_sig_key in item:
+                return False
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif not (item is None or isinstance(item, (str, bool, int, float))):
+            return False
+    return False
 
 
 @dataclass

@@ -173,14 +173,22 @@ def observability_lines(cfg: StackConfig) -> list[str]:
     return out
 
 
-def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]], files: Mapping[str, str]) -> str:
-    """The plan summary text."""
+def render_summary(
+    cfg: StackConfig,
+    run: Run,
+    counts: Mapping[str, Counter[str]],
+    files: Mapping[str, str],
+    guards: str | None = None,
+) -> str:
+    """The plan summary text; ``guards``: what the day-2 guards compared the plan against."""
     out: list[str] = []
     p = cfg.platform
     total = sum(sum(c.values()) for c in counts.values())
     out.append(f"gpuaas offline plan — stack {run.stack} ({p.kind})")
     out.append(f"{total} resources, {len(files)} plan files. No cluster, cloud or credentials were contacted.")
     out.append(f"Target: {target(cfg)}")
+    if guards is not None:
+        out.append(guards)
     out.append("")
 
     out.append("Node groups" if p.kind == "onprem" else "GPU pools (capacity at maxCount)")

@@ -27,13 +27,15 @@ import pulumi
 import yaml
 
 from components.loader import parse_stack, render_located
+from components.model import yamlfile
 from components.model.errors import ConfigError, Issue
 from components.model.grammar import stack_name_problem
 from components.plan.api_limits import object_size_issues
 from components.plan.index import INDEX, plan_index, resource_counts
 from components.plan.offline import ROOT, Record, Run, gc_paused, run_program, stack_config
 from components.plan.offline import stack_file as own_file
-from components.plan.previous import FORMAT_KEY, STACK_KEY, read_previous
+from components.plan.previous import FORMAT_KEY, STACK_KEY, check_written_by, read_previous
+from components.plan.stdout import emit
 from components.plan.summary import render_summary
 
 _TOP_ORDER = ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "rules", "subjects", "roleRef")
@@ -202,7 +204,19 @@ def plan_files(run: Run) -> dict[str, str]:
         if isinstance(run.outputs.get(key), str):
             put(f"opensm/{name}", run.outputs[key])
     shown = {k: (SECRET if k in run.secret_outputs else v) for k, v in run.outputs.items()}
-    put("outputs.yaml", dump(_stamp_last(_sorted(shown))))
+    outputs = dump(_stamp_last(_sorted(shown)))
+    if len(outputs.encode()) > yamlfile.MAX_OUTPUTS_BYTES:
+        # What --previous and make diff read back: a plan writes no outputs it would refuse to read.
+        raise ConfigError(
+            [
+                Issue(
+                    "outputs.yaml",
+                    f"would be {len(outputs.encode())} bytes; the day-2 guards read outputs of at most "
+                    f"{yamlfile.MAX_OUTPUTS_BYTES} bytes (components/model/yamlfile.py)",
+                )
+            ]
+        )
+    put("outputs.yaml", outputs)
     files[INDEX] = dump(plan_index(run, owners))
     return files
 
@@ -233,21 +247,77 @@ def write_plan(
     mapping is outputs the caller has read and checked already.
     """
     target = plan_target(stack, out)
+    if isinstance(previous, Path):
+        check_previous_outside(previous, target)
     config = stack_config(stack, stack_file)
     if stack_file is not None:
         check_stack_kind(stack, stack_file, config)
     cfg = parse_stack(config)  # bad config stops here, before the program registers anything
     last = dict(previous) if isinstance(previous, Mapping) else read_previous(previous, stack, first_run)
+    if last is not None:
+        check_written_by(
+            last, cfg.platform.kind, "the base's outputs" if isinstance(previous, Mapping) else f"--previous {previous}"
+        )
     with gc_paused():  # rendering walks every record too: no full collections over the run's heap
         run = run_program(stack, config=config, previous=last)
         files = plan_files(run)
         too_big = object_size_issues([manifest(r) for r in run.records if _is_object(r)], config)
         if too_big:  # refused by the API server mid-`pulumi up`: refused here, naming the key
             raise ConfigError(too_big)
-        summary = render_summary(cfg, run, resource_counts(run), files)
+        summary = render_summary(cfg, run, resource_counts(run), files, guards_line(previous, first_run))
     files["summary.txt"] = summary
     write_tree(target, files)
     return run, summary
+
+
+#: The summary line saying what the day-2 guards compared against (the plan diff leaves it out: a
+#: base is planned on its own, its head against the base, so the line always differs).
+GUARDS_PREFIX = "Day-2 guards"
+#: What the day-2 guards must compare against, said wherever a plan had nothing to compare with.
+COMPARE_WITH_BASE = (
+    "compare with the base's plan (make diff BASE=main), or name the outputs.yaml of the stack's last run with "
+    "PREVIOUS= (a file outside plan/<stack>, which every plan replaces)"
+)
+
+
+def check_previous_outside(previous: Path, target: Path) -> None:
+    """Refuse a ``--previous`` file inside the plan folder this run replaces.
+
+    ``make plan PREVIOUS=plan/onprem/outputs.yaml`` reads the outputs of the last *plan*, which a plain
+    ``make plan`` of the changed config has already overwritten: the guards then compare the change
+    with itself, and a MIG layout change passes while the tool says it was checked.
+    """
+    try:
+        inside = previous.resolve() == target.resolve() or target.resolve() in previous.resolve().parents
+    except (OSError, RuntimeError):  # a symlink loop: not inside, and read_previous reports it
+        return
+    if inside:
+        raise ConfigError(
+            [
+                Issue(
+                    f"--previous {previous}",
+                    f"is inside the plan folder this run writes ({target}): that is the output of the last plan, "
+                    "which any plain `make plan` has already replaced with the changed config, so the day-2 guards "
+                    f"would compare the change with itself. The guards compare against the stack's last run: "
+                    f"{COMPARE_WITH_BASE}",
+                )
+            ]
+        )
+
+
+def guards_line(previous: Path | Mapping[str, Any] | None, first_run: bool) -> str:
+    """The summary's line on what the day-2 guards compared this plan against."""
+    checked = f"{GUARDS_PREFIX} (MIG layouts, fabric, resource model, Kubernetes version): checked against"
+    if isinstance(previous, Mapping):
+        return f"{checked} the base's outputs"
+    if previous is not None and (previous.exists() or not first_run):
+        return f"{checked} {previous}"
+    if first_run:
+        return f"{GUARDS_PREFIX}: first run (--first-run): nothing to compare against"
+    return (
+        f"{GUARDS_PREFIX}: NOT CHECKED (no --previous: this plan is not compared with the stack's last run); "
+        + COMPARE_WITH_BASE
+    )
 
 
 def plan_target(stack: str, out: Path) -> Path:
@@ -366,14 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:  # a folder given as a file, no permission, a full disk
         print(f"gpuaas: {err.filename or out}: {err.strerror or err}", file=sys.stderr)
         return 2
-    if not args.quiet:
-        print(summary, end="")
-    if args.previous is not None and (args.previous.exists() or not args.first_run):
-        print(f"day-2 guards (MIG layouts, fabric): checked against {args.previous}", file=sys.stderr)
-    elif args.first_run:
-        print("day-2 guards: first run (--first-run): nothing to compare against", file=sys.stderr)
-    else:
-        print("day-2 guards: not checked (no --previous: this plan is not compared with a last run)", file=sys.stderr)
+    if not args.quiet and not emit(summary):
+        return 1
+    print(guards_line(args.previous, args.first_run), file=sys.stderr)
     print(f"plan written to {out / args.stack}", file=sys.stderr)
     return 0
 

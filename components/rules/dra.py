@@ -17,7 +17,7 @@ from components.model.config import StackConfig
 from components.model.errors import Issue
 from components.model.platform import AksPlatform
 
-_VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?$")
+_VERSION = re.compile(r"^v?([0-9]{1,9})\.([0-9]{1,9})(?:\.([0-9]{1,9}))?$")  # bounded: read as ints
 
 
 def parse_version(text: str) -> tuple[int, int, int] | None:

@@ -27,7 +27,7 @@ from components.rules.common import config_key
 from components.rules.dra import parse_version
 
 #: A version kube-scheduler images are tagged with (registry.k8s.io/kube-scheduler:v1.34.4).
-_PATCH_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)$")
+_PATCH_VERSION = re.compile(r"^([0-9]{1,9})\.([0-9]{1,9})\.([0-9]{1,9})$")  # bounded: read as ints
 #: The config key of each HAMi resource in a quota or queue limit.
 QUOTA_KEYS = {resources.HAMI_GPU: "hami.gpus", resources.HAMI_MEMORY: "hami.memory", resources.HAMI_CORES: "hami.cores"}
 

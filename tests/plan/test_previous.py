@@ -86,7 +86,7 @@ def test_a_missing_file_is_a_first_run_only_when_the_run_says_so(
     rc, err = _plan(tmp_path, capsys, "--previous", str(missing))
     assert rc == 2 and "no such file" in err and "--first-run" in err
     rc, err = _plan(tmp_path, capsys, "--previous", str(missing), "--first-run")
-    assert rc == 0 and "day-2 guards: first run (--first-run)" in err
+    assert rc == 0 and "Day-2 guards: first run (--first-run)" in err
     # --first-run excuses a missing file only: a file that is there is still checked
     bad = _write(tmp_path / "bad.yaml", {"migLayouts": {}})
     assert _plan(tmp_path, capsys, "--previous", str(bad), "--first-run")[0] == 2
