@@ -12,6 +12,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import platform_args
 from components.clusters.aks import AksCluster
 from components.clusters.onprem_nodes import OnPremNodes
 from components.dra.tenancy import DraTenancy
@@ -69,7 +70,9 @@ class Platform(pulumi.ComponentResource):
 
         # 2. Network Operator (NFD + operator), then 3. its NicClusterPolicy once the CRD exists;
         #    Pulumi waits for the policy's status.state=ready (its pulumi.com/waitFor annotation).
-        network_operator = NetworkOperator(f"{name}-network-operator", cfg, cluster_opts)
+        network_operator = NetworkOperator(
+            f"{name}-network-operator", platform_args.network_operator(cfg), cluster_opts
+        )
         nic_cluster_policy = NicClusterPolicy(
             f"{name}-nic-cluster-policy",
             NetworkArgs(cfg, after=[network_operator.release], gate=mig_gate),

@@ -208,7 +208,7 @@ class NicClusterPolicy(pulumi.ComponentResource):
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:NicClusterPolicy", name, None, opts)
         cfg = args.cfg
-        rule = node_feature_rule(cfg)
+        rule = node_feature_rule(cfg.network, azure_vfs=cfg.aks is not None)
         # The rule's CRD comes with the release (NFD subchart); the policy after the rule, so the
         # DOCA driver's nodes are labelled by the time the operator renders its DaemonSet.
         self.node_feature_rule = (
