@@ -75,19 +75,21 @@ class Platform(pulumi.ComponentResource):
         )
         nic_cluster_policy = NicClusterPolicy(
             f"{name}-nic-cluster-policy",
-            NetworkArgs(cfg, after=[network_operator.release], gate=mig_gate),
-            cluster_opts,
+            platform_args.nic_cluster_policy(cfg, gate=mig_gate),
+            pulumi.ResourceOptions.merge(cluster_opts, pulumi.ResourceOptions(depends_on=[network_operator.release])),
         )
         # 4. ib-node-config: kernel modules and memlock, before any RDMA pod is scheduled; after the
         #    policy so the containerized DOCA driver has replaced the inbox modules it loads.
         IbNodeConfig(f"{name}-ib-node-config", NetworkArgs(cfg, after=[nic_cluster_policy.policy]), cluster_opts)
         # 5. RDMA shared device plugin (standalone form only; otherwise part of the policy), after
         #    the policy: the plugin finds RDMA devices only once the NIC driver is loaded.
-        if rdma_shared_device_plugin.standalone(cfg):
+        if rdma_shared_device_plugin.standalone(cfg.network):
             RdmaSharedDevicePlugin(
                 f"{name}-rdma-shared-device-plugin",
-                NetworkArgs(cfg, after=[nic_cluster_policy.policy]),
-                cluster_opts,
+                platform_args.rdma_shared_device_plugin(cfg),
+                pulumi.ResourceOptions.merge(
+                    cluster_opts, pulumi.ResourceOptions(depends_on=[nic_cluster_policy.policy])
+                ),
             )
         # 6. GPU Operator after the NicClusterPolicy is ready, so GPUDirect finds the NIC driver.
         gpu_operator = GpuOperator(

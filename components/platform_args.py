@@ -10,9 +10,17 @@ handed in as values), one per component, tested in ``tests/test_platform_args.py
 
 from __future__ import annotations
 
+import pulumi
+
 from components.model import charts
+from components.model.capacity import sriov_partitions
 from components.model.config import StackConfig
 from components.operators.network_operator import DEFAULT_CNI_NETWORK_DIRECTORY, NetworkOperatorArgs
+from components.operators.nic_cluster_policy import NicClusterPolicyArgs
+from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePluginArgs
+
+#: The day-2 guards' gate (:meth:`components.platform.Platform._mig_gate`), handed through unchanged.
+Gate = pulumi.Output[bool] | None
 
 
 def chart_source(cfg: StackConfig, name: str) -> charts.Source:
@@ -32,4 +40,29 @@ def network_operator(cfg: StackConfig) -> NetworkOperatorArgs:
             else DEFAULT_CNI_NETWORK_DIRECTORY
         ),
         azure_vfs=cfg.aks is not None,
+    )
+
+
+def nic_cluster_policy(cfg: StackConfig, *, gate: Gate = None) -> NicClusterPolicyArgs:
+    """The NicClusterPolicy: ``gpuaas:network`` and ``versions``; on-prem the team partitions' VF pools,
+    Multus and the fabric's IPAM; on AKS the IB VFs' rule."""
+    onprem = cfg.onprem
+    return NicClusterPolicyArgs(
+        network=cfg.network,
+        versions=cfg.versions,
+        azure_vfs=cfg.aks is not None,
+        secondary_network=onprem is not None,
+        sriov_pkeys=tuple(part.pkey for _team, part in sriov_partitions(cfg)),
+        multus=onprem.multus if onprem is not None else None,
+        nv_ipam=onprem is not None and onprem.fabric.ipam == "nv-ipam",
+        gate=gate,
+    )
+
+
+def rdma_shared_device_plugin(cfg: StackConfig) -> RdmaSharedDevicePluginArgs:
+    """The standalone RDMA shared device plugin: physical functions only beside on-prem team VF pools."""
+    return RdmaSharedDevicePluginArgs(
+        network=cfg.network,
+        versions=cfg.versions,
+        physical_functions_only=cfg.onprem is not None and bool(sriov_partitions(cfg)),
     )

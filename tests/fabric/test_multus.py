@@ -39,7 +39,7 @@ def multus_allows(conf: dict[str, Any], pod_namespace: str, nad_namespace: str) 
 
 
 def rendered_conf(cfg: StackConfig) -> dict[str, Any]:
-    section = nic_cluster_policy(cfg)["spec"]["secondaryNetwork"]["multus"]
+    section = nic_cluster_policy(platform_args.nic_cluster_policy(cfg))["spec"]["secondaryNetwork"]["multus"]
     conf: dict[str, Any] = json.loads(section["config"])
     return conf
 
@@ -100,7 +100,9 @@ def test_without_partitions_multus_stays_in_auto_mode() -> None:
     raw = raw_stack("onprem")
     del raw["platform"]["multus"]
     raw["teams"] = [{"name": "interns"}]
-    section = nic_cluster_policy(parse_config(raw))["spec"]["secondaryNetwork"]["multus"]
+    section = nic_cluster_policy(platform_args.nic_cluster_policy(parse_config(raw)))["spec"]["secondaryNetwork"][
+        "multus"
+    ]
     assert "config" not in section
 
 
