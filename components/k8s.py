@@ -13,14 +13,12 @@ Nothing here knows a team, a partition or an operator's objects.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.model import charts
-from components.model.config import StackConfig
 from components.model.network import Network
 from components.model.resources import PART_OF
 
@@ -240,18 +238,3 @@ def node_daemonset(
             },
         },
     }
-
-
-@dataclass(frozen=True)
-class NetworkArgs:
-    """Arguments of the network components that run after the operator.
-
-    ``after``: resources their cluster objects wait for; ``gate``: see the field. A component's own ``depends_on`` does
-    not reach its children (the SDK registers children with their own dependencies only), so
-    the order is handed in and put on every child.
-    """
-
-    cfg: StackConfig
-    after: Sequence[pulumi.Resource] = ()
-    #: The day-2 guards (:mod:`components.guards`); objects that move VFs wait for it.
-    gate: pulumi.Output[bool] | None = None

@@ -22,7 +22,6 @@ from components.fabric.sriov_host import SriovHost
 from components.guards import fabric as fabric_guard
 from components.guards import gate, mig, resource_model
 from components.guards import kubernetes_version as version_guard
-from components.k8s import NetworkArgs
 from components.model import dra, hami, kubernetes
 from components.model.config import StackConfig
 from components.observability.component import Observability
@@ -36,6 +35,11 @@ from components.proofs.verification import Verification
 from components.queueing.queues import Queues
 from components.tenancy.admission import Admission
 from components.tenancy.teams import Teams
+
+
+def _after(opts: pulumi.ResourceOptions, *resources: pulumi.Resource) -> pulumi.ResourceOptions:
+    """``opts`` ordered after ``resources``: a component forwards its ``depends_on`` to its children."""
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(resources)))
 
 
 class Platform(pulumi.ComponentResource):
@@ -76,11 +80,13 @@ class Platform(pulumi.ComponentResource):
         nic_cluster_policy = NicClusterPolicy(
             f"{name}-nic-cluster-policy",
             platform_args.nic_cluster_policy(cfg, gate=mig_gate),
-            pulumi.ResourceOptions.merge(cluster_opts, pulumi.ResourceOptions(depends_on=[network_operator.release])),
+            _after(cluster_opts, network_operator.release),
         )
         # 4. ib-node-config: kernel modules and memlock, before any RDMA pod is scheduled; after the
         #    policy so the containerized DOCA driver has replaced the inbox modules it loads.
-        IbNodeConfig(f"{name}-ib-node-config", NetworkArgs(cfg, after=[nic_cluster_policy.policy]), cluster_opts)
+        IbNodeConfig(
+            f"{name}-ib-node-config", platform_args.ib_node_config(cfg), _after(cluster_opts, nic_cluster_policy.policy)
+        )
         # 5. RDMA shared device plugin (standalone form only; otherwise part of the policy), after
         #    the policy: the plugin finds RDMA devices only once the NIC driver is loaded.
         if rdma_shared_device_plugin.standalone(cfg.network):

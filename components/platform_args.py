@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pulumi
 
+from components.fabric.ib_node_config import IbNodeConfigArgs
 from components.model import charts
 from components.model.capacity import sriov_partitions
 from components.model.config import StackConfig
@@ -66,3 +67,14 @@ def rdma_shared_device_plugin(cfg: StackConfig) -> RdmaSharedDevicePluginArgs:
         versions=cfg.versions,
         physical_functions_only=cfg.onprem is not None and bool(sriov_partitions(cfg)),
     )
+
+
+def ib_node_config(cfg: StackConfig) -> IbNodeConfigArgs:
+    """ib-node-config on every RDMA node: on-prem ``platform.nodes``, on AKS every ND pool at ``maxCount``."""
+    if cfg.onprem is not None:
+        nodes = len(cfg.onprem.nodes)
+    elif cfg.aks is not None:
+        nodes = sum(p.max_count for p in cfg.aks.gpu_pools)
+    else:
+        nodes = 0
+    return IbNodeConfigArgs(network=cfg.network, versions=cfg.versions, nodes=nodes)
