@@ -99,7 +99,9 @@ class Platform(pulumi.ComponentResource):
             )
         # 6. GPU Operator after the NicClusterPolicy is ready, so GPUDirect finds the NIC driver.
         gpu_operator = GpuOperator(
-            f"{name}-gpu-operator", cfg, cluster_opts, depends_on=[nic_cluster_policy.policy], gate=mig_gate
+            f"{name}-gpu-operator",
+            platform_args.gpu_operator(cfg, release_after=(nic_cluster_policy.policy,), gate=mig_gate),
+            cluster_opts,
         )
         # 7. Node labels selecting MIG and time-slicing configs (on-prem; AKS labels pools), after
         #    the ConfigMaps they name: MIG Manager fails a node whose label names no config.

@@ -14,8 +14,9 @@ import pulumi
 
 from components.fabric.ib_node_config import IbNodeConfigArgs
 from components.model import charts
-from components.model.capacity import sriov_partitions
+from components.model.capacity import sharing_groups, sriov_partitions
 from components.model.config import StackConfig
+from components.operators.gpu_operator import GpuGroup, GpuOperatorArgs, driver_enabled
 from components.operators.network_operator import DEFAULT_CNI_NETWORK_DIRECTORY, NetworkOperatorArgs
 from components.operators.nic_cluster_policy import NicClusterPolicyArgs
 from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePluginArgs
@@ -78,3 +79,21 @@ def ib_node_config(cfg: StackConfig) -> IbNodeConfigArgs:
     else:
         nodes = 0
     return IbNodeConfigArgs(network=cfg.network, versions=cfg.versions, nodes=nodes)
+
+
+def gpu_operator(
+    cfg: StackConfig, *, release_after: tuple[pulumi.Resource, ...] = (), gate: Gate = None
+) -> GpuOperatorArgs:
+    """The GPU Operator: ``gpuaas:gpuOperator``, the node groups or ND pools, the driver per platform,
+    where the NIC driver lives (``network.ofedDriver``) and the dcgm metrics (``observability``)."""
+    return GpuOperatorArgs(
+        gpu_operator=cfg.gpu_operator,
+        versions=cfg.versions,
+        chart=chart_source(cfg, charts.GPU_OPERATOR),
+        driver_enabled=driver_enabled(cfg.gpu_operator, aks=cfg.aks is not None),
+        host_mofed=cfg.network.ofed_driver == "host",
+        groups=tuple(GpuGroup(name, sharing, model) for _where, name, sharing, model in sharing_groups(cfg)),
+        observability=cfg.observability,
+        release_after=release_after,
+        gate=gate,
+    )

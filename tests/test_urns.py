@@ -2,12 +2,12 @@
 ``pulumi up`` unless the resource carries an alias from where it was (issue #33, item 2).
 
 Every resource each stack registers under the SDK's mocks, as the engine keys its state: type, logical
-name, parent URN, aliases and provider reference, and what it waits for (its dependencies: the plan's
-files do not show the order of cluster objects, so this is where a moved ``depends_on`` shows), compared with the snapshot in ``tests/urns/``. The
-snapshots were recorded on the code before the components took their own arguments (the commit that
-added this file), so they are the old code's URNs, not the new code's. A change that must move a
-resource adds an ``aliases`` entry naming the old URN and updates the snapshot in the same commit
-(``GPUAAS_RECORD_URNS=1 pytest tests/test_urns.py`` rewrites it; review the diff: an unchanged
+name, parent URN, aliases and provider reference; and what each resource waits for (its dependencies:
+the plan's files do not show the order of cluster objects, so this is where a moved ``depends_on``
+shows). Compared with the snapshots in ``tests/urns/``, recorded on the code before the components
+took their own arguments (dd21b02), so they are the old code's URNs, not the new code's. A change that
+must move a resource adds an ``aliases`` entry naming the old URN and updates the snapshot in the same
+commit (``GPUAAS_RECORD_URNS=1 pytest tests/test_urns.py`` rewrites it; review the diff: an unchanged
 ``type``/``parent`` with a new alias is the proof).
 """
 

@@ -123,7 +123,7 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
         "nvidiaNodeSelector": dict(resources.HAMI_NODE_LABELS),
         "service": {"type": "ClusterIP"},
     }
-    if driver_enabled(cfg):
+    if driver_enabled(cfg.gpu_operator, aks=cfg.aks is not None):
         device_plugin["nvidiaDriverRoot"] = OPERATOR_DRIVER_ROOT
     if tols := tolerations(cfg):
         device_plugin["tolerations"] = tols
