@@ -9,16 +9,17 @@ from __future__ import annotations
 from typing import Any, Final
 
 from components.k8s import Manifest
-from components.model.config import StackConfig
-from components.model.dra import dynamic_mig
 from components.model.resources import PART_OF
+from components.model.versions import Versions
 
 #: The GPUCluster is a singleton: "metadata.name must be 'gpu-cluster'" (its CRD's CEL rule).
 GPU_CLUSTER: Final = "gpu-cluster"
 DRA_DRIVER_IMAGE: Final = "dra-driver-nvidia-gpu"
 
 
-def gpu_cluster(cfg: StackConfig, driver_enabled: bool, dcgm_exporter: dict[str, Any] | None = None) -> Manifest:
+def gpu_cluster(
+    versions: Versions, dynamic_mig: bool, driver_enabled: bool, dcgm_exporter: dict[str, Any] | None = None
+) -> Manifest:
     """The GPUCluster CR (gpu-operator v26.7.0 api/nvidia/v1alpha1; CRD nvidia.com_gpuclusters.yaml).
 
     - ``draDriver``: the pinned driver image; ``computeDomains.enabled: false`` — gpuaas gives
@@ -28,14 +29,14 @@ def gpu_cluster(cfg: StackConfig, driver_enabled: bool, dcgm_exporter: dict[str,
       where the operator's NVIDIADriver installs it (the CR sample's and chart's default).
     - ``daemonsets``: node-critical, and tolerating the ``nvidia.com/gpu`` taint of GPU pools.
     """
-    v = cfg.versions
+    v = versions
     dra_driver: dict[str, Any] = {
         "repository": v.dra_driver_repository,
         "image": DRA_DRIVER_IMAGE,
         "version": v.dra_driver,
         "computeDomains": {"enabled": False},
     }
-    if dynamic_mig(cfg):
+    if dynamic_mig:
         # Rendered as FEATURE_GATES on the driver's containers (GPUCluster CRD draDriver.featureGates).
         dra_driver["featureGates"] = {"DynamicMIG": True}
     spec: dict[str, Any] = {

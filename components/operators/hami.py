@@ -44,7 +44,7 @@ import pulumi_kubernetes as k8s
 
 from components import k8s as kube
 from components.k8s import Manifest
-from components.model import hami, resources
+from components.model import charts, hami, resources
 from components.model.config import StackConfig
 from components.operators.gpu_operator import driver_enabled, operator_version
 
@@ -123,7 +123,7 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
         "nvidiaNodeSelector": dict(resources.HAMI_NODE_LABELS),
         "service": {"type": "ClusterIP"},
     }
-    if driver_enabled(cfg):
+    if driver_enabled(cfg.gpu_operator, aks=cfg.aks is not None):
         device_plugin["nvidiaDriverRoot"] = OPERATOR_DRIVER_ROOT
     if tols := tolerations(cfg):
         device_plugin["tolerations"] = tols
@@ -332,9 +332,8 @@ class Hami(pulumi.ComponentResource):
         kube.apply(f"{name}-node-validation", node_validation_daemonset(cfg), kube.child(self, list(depends_on)))
         self.release = kube.helm_release(
             f"{name}-release",
-            cfg,
+            charts.source(cfg.charts, charts.chart(cfg.versions, CHART)),
             release=hami.RELEASE,
-            chart=CHART,
             namespace=hami.NAMESPACE,
             values=hami_values(cfg),
             timeout=HELM_TIMEOUT_SECONDS,

@@ -8,6 +8,7 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
+from components import platform_args
 from components.clusters.onprem_nodes import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     OWNED_LABELS,
@@ -53,8 +54,10 @@ def test_aks_pools_get_the_same_labels_and_no_node_patches(cfg_of: Callable[[str
 
 def test_every_label_names_an_existing_config(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
-    mig_configs = yaml.safe_load(mig_parted_configmap(cfg)["data"]["config.yaml"])["mig-configs"]
-    plugin_configs = device_plugin_configs(cfg)
+    mig_configs = yaml.safe_load(mig_parted_configmap(platform_args.gpu_operator(cfg))["data"]["config.yaml"])[
+        "mig-configs"
+    ]
+    plugin_configs = device_plugin_configs(platform_args.gpu_operator(cfg))
     for labels in node_labels(cfg).values():
         assert labels["nvidia.com/mig.config"] in mig_configs
         assert labels[DEVICE_PLUGIN_CONFIG_LABEL] in plugin_configs
@@ -74,7 +77,9 @@ def test_media_extension_profiles_become_valid_label_values() -> None:
     cfg = parse_config(raw)
     label = node_labels(cfg)["n1"]["nvidia.com/mig.config"]
     assert label == "1x1g.10gb.me-1x3g.40gb"
-    config = yaml.safe_load(mig_parted_configmap(cfg)["data"]["config.yaml"])["mig-configs"][label]
+    config = yaml.safe_load(mig_parted_configmap(platform_args.gpu_operator(cfg))["data"]["config.yaml"])[
+        "mig-configs"
+    ][label]
     assert config[0]["mig-devices"] == {"1g.10gb+me": 1, "3g.40gb": 1}  # the profile keeps its real name
     kubernetes_validate.validate(_node(node_patch("n1", node_labels(cfg)["n1"])), K8S_VERSION, strict=True)
 

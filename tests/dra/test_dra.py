@@ -18,6 +18,7 @@ from celpy.adapter import json_to_cel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from components import platform_args
 from components.dra import claims
 from components.dra import tenancy as dra_tenancy
 from components.guards import resource_model
@@ -193,7 +194,7 @@ def gpu_operator_dir(upstream: Path) -> Path:
 def test_dra_values_exist_in_the_chart_and_never_deploy_a_cluster_policy(gpu_operator_dir: Path, driver: bool) -> None:
     raw = dra_raw()
     raw["gpuOperator"]["driverEnabled"] = driver
-    values = gpu_operator_values(parse_config(raw))
+    values = gpu_operator_values(platform_args.gpu_operator(parse_config(raw)))
     assert_value_paths_exist(values, gpu_operator_dir / "values.yaml", GPU_OPERATOR_READ_NOT_LISTED)
     assert values["clusterPolicy"] == {"deployCR": False}
     assert values["gpuCluster"] == {"deployCR": False}  # gpuaas applies the GPUCluster itself
@@ -202,7 +203,7 @@ def test_dra_values_exist_in_the_chart_and_never_deploy_a_cluster_policy(gpu_ope
 
 
 def test_device_plugin_values_unchanged_by_the_model_field(cfg_of: Callable[[str], StackConfig]) -> None:
-    values = gpu_operator_values(cfg_of("onprem"))
+    values = gpu_operator_values(platform_args.gpu_operator(cfg_of("onprem")))
     assert "clusterPolicy" not in values and "gpuCluster" not in values
     assert values["devicePlugin"]["config"]["name"] and values["migManager"]["config"]["name"]
 
@@ -228,10 +229,15 @@ GPU_CLUSTER_SNAPSHOT: Final = {
 
 
 def test_gpu_cluster_snapshot() -> None:
-    assert gpu_cluster.gpu_cluster(dra_cfg(), driver_enabled=False) == GPU_CLUSTER_SNAPSHOT
+    assert (
+        gpu_cluster.gpu_cluster(dra_cfg().versions, dra_cfg().gpu_operator.dra.dynamic_mig, False)
+        == GPU_CLUSTER_SNAPSHOT
+    )
     custom = dra_raw()
     custom["versions"] = {"draDriverRepository": "mirror.example.com/nvidia", "draDriver": "v0.5.1"}
-    got = gpu_cluster.gpu_cluster(parse_config(custom), driver_enabled=True)
+    got = gpu_cluster.gpu_cluster(
+        parse_config(custom).versions, parse_config(custom).gpu_operator.dra.dynamic_mig, True
+    )
     assert got["spec"]["draDriver"]["repository"] == "mirror.example.com/nvidia"
     assert got["spec"]["draDriver"]["version"] == "v0.5.1"
     assert got["spec"]["hostPaths"] == {"driverInstallDir": "/run/nvidia/driver"}
@@ -240,7 +246,8 @@ def test_gpu_cluster_snapshot() -> None:
 @pytest.mark.parametrize("driver", [False, True])
 def test_gpu_cluster_is_valid_for_its_crd(gpu_operator_dir: Path, driver: bool) -> None:
     validate_against_crd(
-        gpu_cluster.gpu_cluster(dra_cfg(), driver), gpu_operator_dir / "crds" / "nvidia.com_gpuclusters.yaml"
+        gpu_cluster.gpu_cluster(dra_cfg().versions, dra_cfg().gpu_operator.dra.dynamic_mig, driver),
+        gpu_operator_dir / "crds" / "nvidia.com_gpuclusters.yaml",
     )
 
 
@@ -720,7 +727,7 @@ def test_dynamic_mig_refuses(edit: Callable[[dict[str, Any]], None], path: str, 
 def test_dynamic_mig_allowed_and_rendered(upstream: Path) -> None:
     cfg = parse_config(dynamic_raw())
     assert dra.dynamic_mig(cfg)
-    cluster = gpu_cluster.gpu_cluster(cfg, driver_enabled=False)
+    cluster = gpu_cluster.gpu_cluster(cfg.versions, cfg.gpu_operator.dra.dynamic_mig, False)
     assert cluster["spec"]["draDriver"]["featureGates"] == {"DynamicMIG": True}
     validate_against_crd(cluster, upstream.joinpath(*GPU_OPERATOR, "crds", "nvidia.com_gpuclusters.yaml"))
     # Every H100-80GB profile gets its class: the driver may cut any of them.
@@ -739,7 +746,12 @@ def test_dynamic_mig_allowed_and_rendered(upstream: Path) -> None:
     raw["platform"]["kubernetesVersion"] = "1.36.0"
     assert dra.dynamic_mig(parse_config(raw))
     # Static MIG renders no feature gate.
-    assert "featureGates" not in gpu_cluster.gpu_cluster(dra_cfg(), driver_enabled=False)["spec"]["draDriver"]
+    assert (
+        "featureGates"
+        not in gpu_cluster.gpu_cluster(dra_cfg().versions, dra_cfg().gpu_operator.dra.dynamic_mig, False)["spec"][
+            "draDriver"
+        ]
+    )
 
 
 def test_variant_stack_passes_the_policy_pack() -> None:

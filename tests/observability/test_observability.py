@@ -90,7 +90,7 @@ def test_crd_validation_catches_a_wrong_field(upstream: Path) -> None:
 
 def test_dcgm_exporter_values_follow_the_chart_and_the_crds(upstream: Path) -> None:
     cfg = cfg_with("onprem")
-    values = dcgm_exporter_values(cfg)
+    values = dcgm_exporter_values(cfg.observability, dra=False)
     templates = upstream / "charts" / "gpu-operator-v26.7.0" / "templates"
     text = "".join(f.read_text() for f in templates.glob("*.yaml"))
     # config is commented out in values.yaml: the chart's templates read each key we set.
@@ -98,7 +98,7 @@ def test_dcgm_exporter_values_follow_the_chart_and_the_crds(upstream: Path) -> N
         assert f".Values.dcgmExporter.config.{key}" in text, key
     assert "dcgm-metrics.csv" in (templates / "dcgm_exporter_config.yaml").read_text()
     # The ServiceMonitor settings are ClusterPolicy/GPUCluster fields (their CRDs), relabelings included.
-    gc = gpu_cluster(cfg, driver_enabled=False, dcgm_exporter=values)
+    gc = gpu_cluster(cfg.versions, False, driver_enabled=False, dcgm_exporter=values)
     crd = upstream / "charts" / "gpu-operator-v26.7.0" / "crds" / "nvidia.com_gpuclusters.yaml"
     assert crd_errors(gc, crd) == []
     # Every counter is a dcgm-exporter field (default-counters.csv, commented-out ones included),
@@ -116,7 +116,7 @@ def test_dcgm_exporter_values_follow_the_chart_and_the_crds(upstream: Path) -> N
 def test_observability_off_leaves_dcgm_exporter_to_the_operator() -> None:
     raw = raw_stack("onprem")
     raw["observability"] = {"enabled": False}
-    assert dcgm_exporter_values(parse_config(raw)) == {}
+    assert dcgm_exporter_values(parse_config(raw).observability, dra=False) == {}
 
 
 def test_restated_names_match_their_owners() -> None:

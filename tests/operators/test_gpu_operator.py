@@ -11,6 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from components import platform_args
 from components.loader import parse_config
 from components.model import resources
 from components.model.config import StackConfig
@@ -127,13 +128,13 @@ CUSTOM_DEVICE_PLUGIN_DATA = {
 
 
 def test_defaults_snapshot() -> None:
-    assert gpu_operator_values(parse_config(minimal())) == DEFAULTS_VALUES
+    assert gpu_operator_values(platform_args.gpu_operator(parse_config(minimal()))) == DEFAULTS_VALUES
 
 
 def test_custom_snapshot() -> None:
     cfg = parse_config(custom())
-    assert gpu_operator_values(cfg) == CUSTOM_VALUES
-    assert mig_parted_configmap(cfg) == {
+    assert gpu_operator_values(platform_args.gpu_operator(cfg)) == CUSTOM_VALUES
+    assert mig_parted_configmap(platform_args.gpu_operator(cfg)) == {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
@@ -143,7 +144,7 @@ def test_custom_snapshot() -> None:
         },
         "data": {"config.yaml": CUSTOM_MIG_CONFIG},
     }
-    assert device_plugin_configmap(cfg)["data"] == CUSTOM_DEVICE_PLUGIN_DATA
+    assert device_plugin_configmap(platform_args.gpu_operator(cfg))["data"] == CUSTOM_DEVICE_PLUGIN_DATA
 
 
 # --------------------------------------------------------------------------------------------
@@ -189,7 +190,7 @@ def test_driver_derivation(
 ) -> None:
     make = minimal if platform == "onprem" else aks_raw
     cfg = parse_config(make(network={"ofedDriver": ofed}, gpuOperator={"gpudirect": gpudirect}))
-    values = gpu_operator_values(cfg)["driver"]
+    values = gpu_operator_values(platform_args.gpu_operator(cfg))["driver"]
     assert values["enabled"] is driver
     assert values["rdma"] == {"enabled": rdma, "useHostMofed": host_mofed}
     assert values.get("kernelModuleType") == kmt
@@ -200,13 +201,13 @@ def test_driver_derivation(
 def test_driver_enabled_override_wins(platform: str, enabled: bool) -> None:
     make = minimal if platform == "onprem" else aks_raw
     cfg = parse_config(make(gpuOperator={"driverEnabled": enabled}))
-    assert gpu_operator_values(cfg)["driver"]["enabled"] is enabled
+    assert gpu_operator_values(platform_args.gpu_operator(cfg))["driver"]["enabled"] is enabled
 
 
 def test_driver_version_only_when_pinned() -> None:
-    assert "version" not in gpu_operator_values(parse_config(minimal()))["driver"]
+    assert "version" not in gpu_operator_values(platform_args.gpu_operator(parse_config(minimal())))["driver"]
     cfg = parse_config(minimal(versions={"gpuDriver": "595.91.07"}))
-    assert gpu_operator_values(cfg)["driver"]["version"] == "595.91.07"
+    assert gpu_operator_values(platform_args.gpu_operator(cfg))["driver"]["version"] == "595.91.07"
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,7 +216,7 @@ def test_driver_version_only_when_pinned() -> None:
 
 def all_values(cfg_of: Callable[[str], StackConfig]) -> list[dict[str, Any]]:
     cfgs = [parse_config(minimal()), parse_config(custom()), cfg_of("onprem"), cfg_of("aks")]
-    return [gpu_operator_values(c) for c in cfgs]
+    return [gpu_operator_values(platform_args.gpu_operator(c)) for c in cfgs]
 
 
 def test_value_paths_exist_in_pinned_chart(upstream: Path, cfg_of: Callable[[str], StackConfig]) -> None:
@@ -233,10 +234,10 @@ def test_the_operators_images_are_the_release_not_the_charts_app_version(cfg_of:
     """The chart at its git tag says appVersion main-latest: our values pin the release's tag."""
     for values in all_values(cfg_of):
         assert values["operator"] == {"version": "v26.7.0"}
-    onprem = gpu_operator_values(cfg_of("onprem"))
+    onprem = gpu_operator_values(platform_args.gpu_operator(cfg_of("onprem")))
     assert onprem["validator"] == onprem["nodeStatusExporter"] == {"version": "v26.7.0"}
     unprefixed = parse_config(minimal(versions={"gpuOperatorChart": "26.7.0"}))
-    assert gpu_operator_values(unprefixed)["operator"] == {"version": "v26.7.0"}
+    assert gpu_operator_values(platform_args.gpu_operator(unprefixed))["operator"] == {"version": "v26.7.0"}
 
 
 def test_value_path_helper_catches_typos(upstream: Path) -> None:
@@ -314,7 +315,7 @@ def test_cluster_policy_enums_refuse_what_we_never_render(upstream: Path, spec_p
 
 
 def test_mig_config_of_onprem_stack(cfg_of: Callable[[str], StackConfig]) -> None:
-    config = yaml.safe_load(mig_parted_configmap(cfg_of("onprem"))["data"]["config.yaml"])
+    config = yaml.safe_load(mig_parted_configmap(platform_args.gpu_operator(cfg_of("onprem")))["data"]["config.yaml"])
     assert config["version"] == "v1"
     assert config["mig-configs"]["all-disabled"] == [{"devices": "all", "mig-enabled": False}]
     assert config["mig-configs"]["1x4g.40gb-3x1g.10gb"] == [
@@ -332,9 +333,9 @@ def test_mig_config_bytes_do_not_depend_on_group_order() -> None:
         {"name": "d", "gpuModel": "H100-80GB"},
     ]
     stack["platform"]["nodes"] = [{"name": "node-1", "id": 1, "nodeGroup": "d"}]
-    forward = mig_parted_configmap(parse_config(stack))
+    forward = mig_parted_configmap(platform_args.gpu_operator(parse_config(stack)))
     stack["platform"]["nodeGroups"].reverse()
-    assert mig_parted_configmap(parse_config(stack)) == forward
+    assert mig_parted_configmap(platform_args.gpu_operator(parse_config(stack))) == forward
     text = forward["data"]["config.yaml"]
     assert list(yaml.safe_load(text)["mig-configs"]) == [
         "2x1g.10gb-1x2g.20gb-1x3g.40gb",
@@ -346,15 +347,15 @@ def test_mig_config_bytes_do_not_depend_on_group_order() -> None:
 
 def test_device_plugin_keys_are_groups_and_default(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
-    configs = device_plugin_configs(cfg)
+    configs = device_plugin_configs(platform_args.gpu_operator(cfg))
     assert list(configs) == ["default", "h100-full", "h100-mig", "h100-shared"]
     assert all(c["version"] == "v1" and c["flags"] == {"migStrategy": "mixed"} for c in configs.values())
     assert [k for k, c in configs.items() if "sharing" in c] == ["h100-shared"]
-    assert gpu_operator_values(cfg)["devicePlugin"]["config"]["default"] in configs
+    assert gpu_operator_values(platform_args.gpu_operator(cfg))["devicePlugin"]["config"]["default"] in configs
 
 
 def test_time_slicing_is_advertised_as_the_quota_resource(cfg_of: Callable[[str], StackConfig]) -> None:
-    ts = device_plugin_configs(cfg_of("onprem"))["h100-shared"]["sharing"]["timeSlicing"]
+    ts = device_plugin_configs(platform_args.gpu_operator(cfg_of("onprem")))["h100-shared"]["sharing"]["timeSlicing"]
     (shared,) = ts["resources"]
     # renameByDefault advertises <name>.shared (k8s-device-plugin README): the name quotas use.
     assert ts["renameByDefault"] is True
@@ -364,7 +365,11 @@ def test_time_slicing_is_advertised_as_the_quota_resource(cfg_of: Callable[[str]
 
 def test_rendered_objects_are_valid_kubernetes(cfg_of: Callable[[str], StackConfig]) -> None:
     for cfg in (cfg_of("onprem"), cfg_of("aks"), parse_config(custom())):
-        for obj in (namespace_manifest(cfg), mig_parted_configmap(cfg), device_plugin_configmap(cfg)):
+        for obj in (
+            namespace_manifest(cfg.gpu_operator.namespace),
+            mig_parted_configmap(platform_args.gpu_operator(cfg)),
+            device_plugin_configmap(platform_args.gpu_operator(cfg)),
+        ):
             kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
@@ -422,7 +427,7 @@ def test_component_registers_release_and_configmaps(
     assert release.inputs["timeout"] == cfg.gpu_operator.helm_timeout_seconds
     assert release.inputs["cleanupOnFail"] is True
     assert release.inputs["createNamespace"] is False
-    assert release.inputs["values"] == gpu_operator_values(cfg)
+    assert release.inputs["values"] == gpu_operator_values(platform_args.gpu_operator(cfg))
     urn = {r.name: r.urn for r in children}
     assert {urn["gpuaas-gpu-operator-namespace"], urn["gpuaas-gpu-operator-mig-config"]} <= set(release.dependencies)
     assert urn["gpuaas-gpu-operator-device-plugin-config"] in release.dependencies
@@ -431,5 +436,5 @@ def test_component_registers_release_and_configmaps(
     assert policy.urn in release.dependencies
     mig = run.named("gpuaas-gpu-operator-mig-config")
     assert mig.inputs["metadata"]["name"] == MIG_CONFIGMAP
-    assert mig.inputs["data"] == mig_parted_configmap(cfg)["data"]
+    assert mig.inputs["data"] == mig_parted_configmap(platform_args.gpu_operator(cfg))["data"]
     assert run.named("gpuaas-gpu-operator-device-plugin-config").inputs["metadata"]["name"] == DEVICE_PLUGIN_CONFIGMAP
