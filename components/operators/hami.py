@@ -243,7 +243,7 @@ def node_validation_daemonset(cfg: StackConfig) -> Manifest:
     Operator's dcgm-exporter and HAMi's device plugin wait for. Whole-GPU nodes keep the Operator's
     validator, device-plugin validation and all.
     """
-    ref = f"{VALIDATOR_IMAGE}:{operator_version(cfg)}"
+    ref = f"{VALIDATOR_IMAGE}:{operator_version(cfg.versions)}"
     validations: dict[str, Any] = {
         "name": "run-nvidia-validations",
         "mountPath": VALIDATIONS_DIR,

@@ -377,7 +377,7 @@ def test_the_default_stays_and_the_sample_stacks_say_their_os_sku() -> None:
     bare = raw_stack("aks")
     del bare["platform"]["systemPool"]["osSku"]
     assert parse_config(bare, TODAY).aks.system_pool.os_sku == "Ubuntu2204"  # type: ignore[union-attr]
-    for f in (ROOT / "Pulumi.aks.yaml", ROOT / "tests" / "stacks" / "aks-elastic.yaml"):
+    for f in (stack_path("aks"), stack_path("aks-elastic")):
         platform = yaml.safe_load(f.read_text())["config"]["gpuaas:platform"]
         pools = [platform["systemPool"], *platform["gpuPools"]]
         assert all("osSku" in p for p in pools), f
