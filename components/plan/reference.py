@@ -165,7 +165,9 @@ def render() -> str:
         comments = _comment_docs(model)
         for name, field in model.model_fields.items():
             key = field.alias or name
-            out.append(f"| `{key}` | {_field_type(field)} | {_default(field)} | {_description(name, field, comments)} |")
+            out.append(
+                f"| `{key}` | {_field_type(field)} | {_default(field)} | {_description(name, field, comments)} |"
+            )
             for sub in _models(field.annotation):
                 is_list = typing.get_origin(field.annotation) is list
                 prefix = f"{where}." if where else ""

@@ -33,7 +33,9 @@ from components.plan.offline import ROOT
 
 DOCS = ROOT / "docs"
 RUNBOOKS = DOCS / "runbooks"
-_BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w-]+) [^>]*-->\n)(?P<body>.*?)(<!-- generated:(?P=name):end -->)", re.S)
+_BLOCK = re.compile(
+    r"(<!-- generated:(?P<name>[\w-]+) [^>]*-->\n)(?P<body>.*?)(<!-- generated:(?P=name):end -->)", re.S
+)
 
 #: The config the alerts reference is rendered from: observability and elastic queues on, one team,
 #: so that every group and alert the code can emit is there (a team's group shown once, as ``<team>``).
@@ -141,7 +143,7 @@ def make_block() -> str:
     """The Makefile's documented targets: ``## target: text`` and the ``## `` lines that follow."""
     out = ["| target | what it does |", "|---|---|"]
     target, text = "", ""
-    for line in (ROOT / "Makefile").read_text().splitlines() + [""]:
+    for line in [*(ROOT / "Makefile").read_text().splitlines(), ""]:
         m = _TARGET.match(line)
         if m:
             if target:

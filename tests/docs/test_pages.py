@@ -106,7 +106,9 @@ def test_the_vf_change_needs_its_acknowledgement(last_run: Path, tmp_path: Path)
     platform = copy.deepcopy(platform)
     del platform["gpuaas:platform"]["fabric"]["reconfigure"]
     with pytest.raises(pulumi.RunError, match=r"gpuaas:platform\.fabric\.vfsPerHca: changes from '6' to '7'"):
-        _plan_against(last_run, tmp_path, _apply(_apply(stack_config("onprem", test_stack_file("onprem")), team), platform))
+        _plan_against(
+            last_run, tmp_path, _apply(_apply(stack_config("onprem", test_stack_file("onprem")), team), platform)
+        )
 
 
 def test_a_team_with_a_partition_says_why_it_changes_the_platform() -> None:

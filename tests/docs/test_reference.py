@@ -29,7 +29,9 @@ def test_every_generated_block_is_somewhere() -> None:
 def test_a_stale_block_is_rewritten_and_an_unknown_one_refused() -> None:
     stale = "x\n<!-- generated:make-targets (make reference) -->\nSTALE-BODY\n<!-- generated:make-targets:end -->\ny\n"
     fresh = reference_docs.refresh(stale)
-    assert "STALE-BODY" not in fresh and "| `make plan` |" in fresh and fresh.startswith("x\n") and fresh.endswith("y\n")
+    assert (
+        "STALE-BODY" not in fresh and "| `make plan` |" in fresh and fresh.startswith("x\n") and fresh.endswith("y\n")
+    )
     assert reference_docs.refresh(fresh) == fresh
     with pytest.raises(KeyError, match="unknown generated block 'nope'"):
         reference_docs.refresh("<!-- generated:nope x -->\n<!-- generated:nope:end -->")

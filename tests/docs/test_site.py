@@ -76,7 +76,7 @@ def test_a_page_left_out_of_the_nav_fails_the_build(copy: Path, tmp_path: Path) 
     (copy / "docs" / "concepts" / "stray.md").write_text("# Stray\n")
     done = build(copy, tmp_path / "site")
     assert done.returncode != 0
-    assert "not included in the \"nav\"" in done.stderr and "concepts/stray.md" in done.stderr
+    assert 'not included in the "nav"' in done.stderr and "concepts/stray.md" in done.stderr
     # Its allowed twin: the same page with its nav line builds.
     yml = (copy / "mkdocs.yml").read_text()
     anchor = "      - Reading the proofs: concepts/proofs.md\n"
