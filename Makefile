@@ -111,7 +111,7 @@ test: lint typecheck unit e2e
 ## docs: the docs site (docs/, mkdocs.yml) built strictly into site/ (not committed): open site/index.html.
 ## A broken link or anchor, a missing page or a page left out of the nav fails it (mkdocs.yml `validation:`).
 docs: $(VENV)/.installed
-	$(BIN)/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 	@echo "docs: site/index.html"
 
 ## reference: rewrite the generated pages under docs/reference/ from the code (a test fails while they are stale).
