@@ -17,7 +17,7 @@ from components.loader import parse_config, parse_stack
 from components.model import kubernetes
 from components.model.errors import ConfigError
 from components.plan.diff import PlanDiff, compare, read_tree
-from components.plan.offline import ROOT, stack_config
+from components.plan.offline import ROOT, run_program, stack_config
 from components.plan.writer import write_plan
 from tests.conftest import raw_stack
 from tests.docs.pages import pages, section, test_stack_file, text
@@ -173,3 +173,18 @@ def test_version_refusal_is_what_the_rule_prints() -> None:
         parse_config(raw, date(2026, 12, 1))
     example = _kubernetes_section().split("```\n", 1)[1].split("```", 1)[0]
     assert [str(i) for i in err.value.issues] == example.splitlines()
+
+
+def test_the_components_guide_program_builds_the_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guide's Python program, run under the mocks from another folder with its own config file,
+    registers the same resources and exports as the project's own program."""
+    snippet = re.search(r"```python\n(.*?)```", text("docs/guides/components.md"), re.S)
+    assert snippet is not None
+    config = stack_config("onprem", test_stack_file("onprem"))
+    (tmp_path / "gpuaas.yaml").write_text(yaml.safe_dump({"config": config}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPUAAS_TODAY", raising=False)
+    theirs = run_program("onprem", config=config, program=lambda: exec(snippet.group(1), {"__name__": "program"}))
+    ours = run_program("onprem", config=config)
+    assert sorted(r.urn for r in theirs.records) == sorted(r.urn for r in ours.records)
+    assert set(ours.outputs) - set(theirs.outputs) == {"platform", "stack", "outputsFormat"}  # __main__'s own
