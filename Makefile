@@ -40,7 +40,7 @@ export KUBERNETES
 E2E_NEWEST := 1.37
 E2E_OLDEST := 1.35
 
-.PHONY: plan plans diff test lint typecheck unit e2e e2e-tools cluster cluster-down engine-shell bench bench-fleet clean tools actionlint policy-pack
+.PHONY: plan plans diff test lint typecheck unit e2e e2e-tools cluster cluster-down engine-shell bench bench-fleet clean tools actionlint policy-pack docs reference
 
 # The virtualenv (Pulumi.yaml names it too). Planning needs only the runtime (requirements.txt);
 # `make test` adds the test tools (requirements-dev.txt). Each stamp follows its own file.
@@ -107,8 +107,19 @@ diff: $(VENV)/.runtime
 	if [ "$$status" -ne 0 ]; then echo "make diff: components.plandiff exited with status $$status" >&2; fi; \
 	exit "$$status"
 
-## test: lint, strict type check, the unit suite and the e2e suite against the real control plane (what CI runs).
+## test: lint, strict type check, the unit suite (with the docs site's strict build and the docs' commands) and the
+## e2e suite against the real control plane (what CI runs).
 test: lint typecheck unit e2e
+
+## docs: the docs site (docs/, mkdocs.yml) built strictly into site/ (not committed): open site/index.html.
+## A broken link or anchor, a missing page or a page left out of the nav fails it (mkdocs.yml `validation:`).
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+	@echo "docs: site/index.html"
+
+## reference: rewrite the generated pages under docs/reference/ from the code (a test fails while they are stale).
+reference: $(VENV)/.runtime
+	$(BIN)/python -m components.plan.reference_docs
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
@@ -169,4 +180,4 @@ bench-fleet: $(VENV)/.installed
 	$(BIN)/python benchmarks/fleet_scale.py
 
 clean:
-	rm -rf plan bench-out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf plan bench-out site .pytest_cache .mypy_cache .ruff_cache

@@ -1,11 +1,16 @@
-"""The README's configuration reference, generated from the model so the two never drift.
+"""The configuration reference, generated from the model so the two never drift.
 
-``python -m components.reference`` prints it; ``tests/test_readme.py`` fails when the README's
-block between the ``config-reference`` markers differs from what this renders.
+``python -m components.reference`` prints it; ``docs/reference/config.md`` holds it between the
+``config-reference`` markers (``make reference`` rewrites it), and ``tests/docs/test_reference.py``
+fails when the page differs from what this renders. A key's description is its field's
+``description`` or, where the model documents it with ``#:`` comment lines above the field (the
+attribute-docstring form Sphinx reads), those lines: written once, in the model.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 import types
 import typing
 from typing import Any
@@ -102,6 +107,40 @@ def _default(field: Any) -> str:
     return f"`{text}`" if text not in ("", "None") else ("`null`" if value is None else '`""`')
 
 
+_FIELD = re.compile(r"^\s+(\w+)\s*:")
+
+
+def _comment_docs(model: type[BaseModel]) -> dict[str, str]:
+    """``#:`` comment lines written directly above each field of the model and its bases."""
+    docs: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
+            continue
+        try:
+            lines = inspect.getsource(cls).splitlines()
+        except (OSError, TypeError):
+            continue
+        pending: list[str] = []
+        for line in lines[1:]:
+            stripped = line.strip()
+            if stripped.startswith("#:"):
+                pending.append(stripped[2:].strip())
+                continue
+            m = _FIELD.match(line)
+            if m and pending:
+                docs[m.group(1)] = " ".join(pending)
+            pending = []
+    return docs
+
+
+def _description(name: str, field: Any, comments: dict[str, str]) -> str:
+    text = field.description or comments.get(name, "")
+    if not text and len(models := _models(field.annotation)) == 1:
+        text = "; ".join(models[0].__doc__.strip().split("\n\n")[:1]) if models[0].__doc__ else ""
+    text = re.sub(r"``([^`]+)``", r"`\1`", " ".join(text.split()))
+    return text.replace("|", "\\|")
+
+
 def _models(tp: Any) -> list[type[BaseModel]]:
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:
@@ -124,11 +163,15 @@ def render() -> str:
         seen.add((where, model))
         doc = " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
         title = f"`{where}`" if where else "Top-level keys (`gpuaas:<key>`)"
-        out.extend([f"#### {title} — {model.__name__}", "", doc, "", "| key | type | default |", "|---|---|---|"])
+        head = ["| key | type | default | description |", "|---|---|---|---|"]
+        out.extend([f"#### {title} — {model.__name__}", "", doc, "", *head])
         children: list[tuple[type[BaseModel], str]] = []
+        comments = _comment_docs(model)
         for name, field in model.model_fields.items():
             key = field.alias or name
-            out.append(f"| `{key}` | {_field_type(field)} | {_default(field)} |")
+            out.append(
+                f"| `{key}` | {_field_type(field)} | {_default(field)} | {_description(name, field, comments)} |"
+            )
             for sub in _models(field.annotation):
                 is_list = typing.get_origin(field.annotation) is list
                 prefix = f"{where}." if where else ""

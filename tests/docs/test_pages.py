@@ -1,4 +1,5 @@
-"""The README's configuration reference is generated from the model; drift fails here."""
+"""What the pages say, checked against what the code does: the README's two commands, the team
+lead's examples planned against the last run, the error and refusal examples printed exactly so."""
 
 from __future__ import annotations
 
@@ -16,30 +17,20 @@ from components.loader import parse_config, parse_stack
 from components.model import kubernetes
 from components.model.errors import ConfigError
 from components.plan.diff import PlanDiff, compare, read_tree
-from components.plan.offline import ROOT
-from components.plan.reference import BEGIN, END, render
+from components.plan.offline import ROOT, run_program, stack_config
 from components.plan.writer import write_plan
-from tests.conftest import fixture_config, raw_stack, stack_path
-
-
-def test_config_reference_matches_the_model() -> None:
-    text = (ROOT / "README.md").read_text()
-    assert BEGIN in text and END in text, "README lost its config-reference markers"
-    block = text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
-    assert block == render(), "README config reference is stale: run `python -m components.reference` and paste it"
+from tests.conftest import raw_stack
+from tests.docs.pages import pages, section, test_stack_file, text
 
 
 def test_readme_starts_with_the_two_commands() -> None:
-    text = (ROOT / "README.md").read_text()
-    first_block = text.split("```sh", 1)[1].split("```", 1)[0]
+    first_block = text("README.md").split("```sh", 1)[1].split("```", 1)[0]
     assert [line.split()[1] for line in first_block.strip().splitlines()] == ["plan", "test"]
 
 
 def _add_a_team_snippets() -> list[dict[str, Any]]:
-    """The YAML blocks of the README's "Add a team" examples, each read under ``config:``."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("**Add a team.**", 1)[1].split("\n**aks**", 1)[0]
-    blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    """The YAML blocks of the team guide's "Add a team" examples, each read under ``config:``."""
+    blocks = re.findall(r"```yaml\n(.*?)```", section("docs/guides/teams.md", "Add a team"), re.S)
     return [yaml.safe_load("config:\n" + b)["config"] for b in blocks]
 
 
@@ -54,9 +45,9 @@ def _apply(config: Any, snippet: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def last_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tests' onprem stack's plan: its outputs stand for the stack's last run (``PREVIOUS=``)."""
+    """The test-owned stack's plan: its outputs stand for the stack's last run (``PREVIOUS=``)."""
     out = tmp_path_factory.mktemp("last-run")
-    write_plan("onprem", out, stack_file=stack_path("onprem"))
+    write_plan("onprem", out, test_stack_file("onprem"))
     return out / "onprem"
 
 
@@ -68,10 +59,10 @@ def _plan_against(last_run: Path, tmp_path: Path, config: dict[str, Any]) -> tup
 
 
 def test_a_team_that_fits_changes_no_other_team(last_run: Path, tmp_path: Path) -> None:
-    """The README's first example, planned against the last run (the day-2 guards on): only its own
+    """The guide's first example, planned against the last run (the day-2 guards on): only its own
     objects are added, and only the summary and outputs change beside them."""
     team, *_ = _add_a_team_snippets()
-    config = _apply(fixture_config("onprem"), team)
+    config = _apply(stack_config("onprem", test_stack_file("onprem")), team)
     _run, diff = _plan_against(last_run, tmp_path, config)
     assert diff.changed == ["outputs.yaml", "summary.txt"] and diff.removed == []
     assert {diff.owner[p][0] for p in diff.added} == {"robotics"}
@@ -82,15 +73,15 @@ def test_a_team_that_fits_changes_no_other_team(last_run: Path, tmp_path: Path) 
     ]  # fmt: skip
 
 
-def test_a_team_with_a_partition_changes_what_the_readme_says(last_run: Path, tmp_path: Path) -> None:
+def test_a_team_with_a_partition_changes_what_the_guide_says(last_run: Path, tmp_path: Path) -> None:
     _, team, platform = _add_a_team_snippets()
-    config = _apply(_apply(fixture_config("onprem"), team), platform)
+    config = _apply(_apply(stack_config("onprem", test_stack_file("onprem")), team), platform)
     run, diff = _plan_against(last_run, tmp_path, config)
     assert run.outputs["teams"]["robotics"]["quota"]["requests.nvidia.com/sriov8007"] == "8"
     assert diff.removed == []
     assert [p for p in diff.added if diff.owner[p][0] != "robotics"] == ["k8s/_cluster/Node-gpu-node-07.patch.yaml"]
     quotas = {p.split("/")[1] for p in diff.changed if p.endswith("ResourceQuota-gpuaas-team-quota.yaml")}
-    assert quotas == {"language", "speech", "research", "inference"}  # the README's list; vision, platform-qa stay
+    assert quotas == {"language", "speech", "research", "inference"}  # the guide's list; vision, platform-qa stay
     rest = sorted(p for p in diff.changed if not p.endswith("ResourceQuota-gpuaas-team-quota.yaml"))
     assert rest == [
         "k8s/_cluster/NicClusterPolicy-nic-cluster-policy.yaml",
@@ -109,56 +100,62 @@ def test_a_team_with_a_partition_changes_what_the_readme_says(last_run: Path, tm
 
 
 def test_the_vf_change_needs_its_acknowledgement(last_run: Path, tmp_path: Path) -> None:
-    """The README's flag, walked through: without ``fabric.reconfigure: true`` the guard refuses."""
+    """The guide's flag, walked through: without ``fabric.reconfigure: true`` the guard refuses."""
     _, team, platform = _add_a_team_snippets()
     assert platform["gpuaas:platform"]["fabric"]["reconfigure"] is True
     platform = copy.deepcopy(platform)
     del platform["gpuaas:platform"]["fabric"]["reconfigure"]
     with pytest.raises(pulumi.RunError, match=r"gpuaas:platform\.fabric\.vfsPerHca: changes from '6' to '7'"):
-        _plan_against(last_run, tmp_path, _apply(_apply(fixture_config("onprem"), team), platform))
+        _plan_against(
+            last_run, tmp_path, _apply(_apply(stack_config("onprem", test_stack_file("onprem")), team), platform)
+        )
 
 
 def test_a_team_with_a_partition_says_why_it_changes_the_platform() -> None:
-    """Without the platform snippet the tests' onprem stack refuses the team: the README says what to change."""
+    """Without the platform snippet the stack refuses the team: the guide says what to change."""
     _, team, _platform = _add_a_team_snippets()
     with pytest.raises(ConfigError) as err:
-        parse_stack(_apply(fixture_config("onprem"), team))
+        parse_stack(_apply(stack_config("onprem", test_stack_file("onprem")), team))
     assert [i.path for i in err.value.issues] == ["gpuaas:teams[*].quota.gpus", "gpuaas:teams[6].partition.vfIndex"]
-    text = (ROOT / "README.md").read_text()
-    assert "all six VF indices" in text and "all 32 whole GPUs" in text
+    guide = text("docs/guides/teams.md")
+    assert "all six VF indices" in guide and "all 32 whole GPUs" in guide
 
 
-def test_readme_commands_use_the_virtualenv() -> None:
+def test_pages_commands_use_the_virtualenv() -> None:
     """Item 15: a bare ``python -m components...`` is not the venv's Python on a fresh machine."""
-    text = (ROOT / "README.md").read_text()
-    bare = re.findall(r"(?<![/\w.])python3? -m components\.", text.split(BEGIN, 1)[0])
-    assert not bare, "write .venv/bin/python -m ... or a make target"
+    bare = [
+        f"{p.relative_to(ROOT)}: {m}"
+        for p in pages()
+        if p.parent.name != "contributing"  # the contributing pages name modules, not commands to copy
+        for m in re.findall(r"(?<![/\w.])python3? -m components\.\S+", p.read_text())
+        if "reference" not in m  # the generated reference's comment names its generator
+    ]
+    assert not bare, f"write .venv/bin/python -m ... or a make target: {bare}"
 
 
-def test_readme_error_example_is_what_the_plan_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The README's bad-config example, made on the checked-in file, printed exactly so."""
+def test_error_example_is_what_the_plan_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The bad-config example of "What the config is checked against", made on the sample file, printed exactly so."""
     from components.plan.writer import main
 
-    text = (stack_path("onprem")).read_text()
-    bad = text.replace('{pkey: "0x0002", vfIndex: 1}', '{pkey: "0x8000", vfIndex: 1}').replace(
+    sample = test_stack_file("onprem").read_text()
+    bad = sample.replace('{pkey: "0x0002", vfIndex: 1}', '{pkey: "0x8000", vfIndex: 1}').replace(
         '{pkey: "0x0003", vfIndex: 2}', '{pkey: "0x0003", vfIndex: 6}'
     )
-    assert bad != text
+    assert bad != sample
     f = tmp_path / "Pulumi.onprem.yaml"
     f.write_text(bad)
     assert main(["onprem", "--stack-file", str(f), "--out", str(tmp_path / "plan"), "--quiet"]) == 2
-    readme = (ROOT / "README.md").read_text()
-    example = readme.split("where it is written:\n\n```\n", 1)[1].split("```", 1)[0]
+    page = text("docs/concepts/config-checks.md")
+    example = page.split("where it is written:\n\n```\n", 1)[1].split("```", 1)[0]
     assert capsys.readouterr().err == example
 
 
 def _kubernetes_section() -> str:
-    text = (ROOT / "README.md").read_text()
-    return text.split("## Kubernetes versions\n", 1)[1].split("\n## ", 1)[0]
+    return text("docs/reference/versions.md").split("\n## ", 1)[0]
 
 
-def test_readme_support_table_is_the_models() -> None:
-    """One table, in components/model/kubernetes.py: the README shows it, row for row."""
+def test_support_table_is_the_models() -> None:
+    """One table, in components/model/kubernetes.py: the versions page shows it, row for row."""
     rows = [
         line.strip("|").split(" | ") for line in _kubernetes_section().splitlines() if re.match(r"^\| 1\.\d+ \|", line)
     ]
@@ -169,10 +166,25 @@ def test_readme_support_table_is_the_models() -> None:
     assert [[c.strip() for c in r] for r in rows] == want
 
 
-def test_readme_version_refusal_is_what_the_rule_prints() -> None:
+def test_version_refusal_is_what_the_rule_prints() -> None:
     raw = raw_stack("aks")
     raw["platform"]["kubernetesVersion"] = "1.34.10"
     with pytest.raises(ConfigError) as err:
         parse_config(raw, date(2026, 12, 1))
     example = _kubernetes_section().split("```\n", 1)[1].split("```", 1)[0]
     assert [str(i) for i in err.value.issues] == example.splitlines()
+
+
+def test_the_components_guide_program_builds_the_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guide's Python program, run under the mocks from another folder with its own config file,
+    registers the same resources and exports as the project's own program."""
+    snippet = re.search(r"```python\n(.*?)```", text("docs/guides/components.md"), re.S)
+    assert snippet is not None
+    config = stack_config("onprem", test_stack_file("onprem"))
+    (tmp_path / "gpuaas.yaml").write_text(yaml.safe_dump({"config": config}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPUAAS_TODAY", raising=False)
+    theirs = run_program("onprem", config=config, program=lambda: exec(snippet.group(1), {"__name__": "program"}))
+    ours = run_program("onprem", config=config)
+    assert sorted(r.urn for r in theirs.records) == sorted(r.urn for r in ours.records)
+    assert set(ours.outputs) - set(theirs.outputs) == {"platform", "stack", "outputsFormat"}  # __main__'s own
