@@ -25,8 +25,10 @@ from pulumi.provider.server import ComponentInitError
 
 from components.clusters.aks import AksCluster as AksClusterComponent
 from components.clusters.onprem_nodes import OnPremNodes as OnPremNodesComponent
+from components.fabric import ib_node_config
 from components.fabric.ib_node_config import IbNodeConfig as IbNodeConfigComponent
 from components.k8s import NetworkArgs
+from components.operators import nic_cluster_policy
 from components.operators.gpu_operator import GpuOperator as GpuOperatorComponent
 from components.operators.network_operator import NetworkOperator as NetworkOperatorComponent
 from components.operators.nic_cluster_policy import NicClusterPolicy as NicClusterPolicyComponent
@@ -190,13 +192,13 @@ def _network_operator(name: str, args: dict[str, Any], opts: pulumi.ResourceOpti
 def _nic_cluster_policy(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:
     cfg = stack_config("NicClusterPolicy", args)
     c = NicClusterPolicyComponent(name, NetworkArgs(cfg, after=_after(opts)), opts)
-    return c, {"policyName": c.policy.metadata.name}  # type: ignore[attr-defined]
+    return c, {"policyName": nic_cluster_policy.NAME}
 
 
 def _ib_node_config(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:
     cfg = stack_config("IbNodeConfig", args)
     c = IbNodeConfigComponent(name, NetworkArgs(cfg, after=_after(opts)), opts)
-    return c, {"daemonsetName": c.daemonset.metadata.name}  # type: ignore[attr-defined]
+    return c, {"daemonsetName": ib_node_config.NAME}
 
 
 def _rdma_plugin(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:

@@ -14,12 +14,24 @@ from typing import Any
 import pulumi
 import pytest
 
+from components.clusters.onprem_nodes import OnPremNodes
+from components.fabric.ib_node_config import IbNodeConfig
+from components.k8s import NetworkArgs
 from components.loader import parse_config
 from components.model.errors import ConfigError
+from components.operators.gpu_operator import GpuOperator
+from components.operators.network_operator import NetworkOperator
+from components.operators.nic_cluster_policy import NicClusterPolicy
+from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePlugin
 from components.package import generate, mapping, provider, schema
 from components.package import types as t
+from components.package.provider import TeamComponent
 from components.plan.offline import run_program
+from components.plan.writer import HELM_RELEASE
+from components.platform import Platform
 from components.tenancy import teams
+from components.tenancy.teams import Teams
+from e2e.plan_apply import planned_objects
 
 #: A small on-prem cluster, package form: one node group of two nodes, two VFs per HCA.
 ONPREM: t.PlatformConfig = {
@@ -176,3 +188,79 @@ def test_a_team_built_through_the_provider_is_the_stack_programs_team() -> None:
     (component,) = [r for r in run.records if r.type == "gpuaas:index:Team"]
     assert component.name == "lab"
     assert {r.type for r in run.records if r.parent == component.urn} == {"gpuaas:index:Teams"}
+
+
+def test_the_four_components_built_through_the_provider_make_the_stack_programs_objects() -> None:
+    """What the e2e proves with the real engine, offline: Network Operator, NicClusterPolicy, GPU
+    Operator with the RDMA flags and a team, package form in, the stack program's objects out."""
+    charts: t.ChartsConfig = {"directory": "/charts"}
+    network: t.NetworkConfig = {"ofed_driver": t.NetworkOfedDriver.HOST}
+    gpu: t.GpuOperatorConfig = {"gpudirect": t.GpuOperatorGpudirect.PEERMEM}
+
+    def through_the_provider() -> None:
+        common = {"platform": ONPREM, "network": network}
+        provider.BUILDERS["NetworkOperator"]("lab-no", {**common, "charts": charts}, None)
+        provider.BUILDERS["NicClusterPolicy"]("lab-ncp", {**common, "teams": [TEAM]}, None)
+        provider.BUILDERS["GpuOperator"]("lab-gpu", {**common, "gpu_operator": gpu, "charts": charts}, None)
+        provider.BUILDERS["Team"]("lab-teams", {**common, "team": TEAM}, None)
+
+    def stack_program() -> None:
+        cfg = parse_config(
+            {
+                "platform": ONPREM_STACK,
+                "network": {"ofedDriver": "host"},
+                "gpuOperator": {"gpudirect": "peermem"},
+                "teams": [TEAM_STACK],
+                "charts": {"directory": "/charts"},
+            }
+        )
+        NetworkOperator("lab-no", cfg)
+        NicClusterPolicy("lab-ncp", NetworkArgs(cfg))
+        GpuOperator("lab-gpu", cfg)
+        Teams("lab-teams", cfg, pulumi.ResourceOptions(parent=TeamComponent("lab-teams")))
+
+    def objects(run: Any) -> dict[str, Any]:
+        out = {p.ref: p.obj for p in planned_objects(run)}
+        out.update({r.name: r.inputs["values"] for r in run.records if r.type == HELM_RELEASE})
+        return out
+
+    got = objects(run_program("onprem", program=through_the_provider))
+    want = objects(run_program("onprem", program=stack_program))
+    assert got == want
+    assert got["lab-gpu-release"]["driver"]["rdma"] == {"enabled": True, "useHostMofed": True}
+    assert {"NicClusterPolicy nic-cluster-policy", "Namespace vision", "ResourceQuota vision/gpuaas-team-quota"} <= set(
+        got
+    )
+
+
+STANDALONE: t.NetworkConfig = {"rdma_shared_device_plugin": t.NetworkRdmaSharedDevicePlugin.STANDALONE}
+#: Package-form arguments of the other components, and the stack program's build of the same values.
+OTHERS: dict[str, tuple[dict[str, Any], Any]] = {
+    "IbNodeConfig": ({"platform": ONPREM}, lambda cfg: IbNodeConfig("c", NetworkArgs(cfg))),
+    "RdmaSharedDevicePlugin": (
+        {"platform": ONPREM, "network": STANDALONE},
+        lambda cfg: RdmaSharedDevicePlugin("c", NetworkArgs(cfg)),
+    ),
+    "OnPremNodes": ({"platform": ONPREM}, lambda cfg: OnPremNodes("c", cfg)),
+    "Platform": ({"platform": ONPREM, "teams": [TEAM]}, lambda cfg: Platform("c", cfg)),
+}
+OTHERS_STACK: dict[str, dict[str, Any]] = {
+    "IbNodeConfig": {"platform": ONPREM_STACK},
+    "RdmaSharedDevicePlugin": {"platform": ONPREM_STACK, "network": {"rdmaSharedDevicePlugin": "standalone"}},
+    "OnPremNodes": {"platform": ONPREM_STACK},
+    "Platform": {"platform": ONPREM_STACK, "teams": [TEAM_STACK]},
+}
+
+
+@pytest.mark.parametrize("component", sorted(OTHERS))
+def test_each_other_component_built_through_the_provider_is_the_stack_programs(component: str) -> None:
+    args, build = OTHERS[component]
+
+    def records(program: Any) -> list[tuple[str, str, Any]]:
+        run = run_program("onprem", program=program)
+        return sorted((r.type, r.name, r.inputs) for r in run.records if r.type != "pulumi:pulumi:Stack")
+
+    got = records(lambda: provider.BUILDERS[component]("c", args, None))
+    want = records(lambda: build(parse_config(OTHERS_STACK[component])))
+    assert got == want
+    assert any(rtype == f"gpuaas:index:{component}" for rtype, _, _ in got)
