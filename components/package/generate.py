@@ -49,6 +49,7 @@ TEXT_PARSERS: tuple[Any, ...] = (parse_pkey, parse_guid)
 def _text_input(metadata: Any) -> bool:
     return any(getattr(m, "func", None) in TEXT_PARSERS for m in metadata)
 
+
 #: The name of the TypedDict for the model root: the Platform component's arguments.
 ROOT_NAME = "PlatformArgs"
 

@@ -13,14 +13,21 @@ No ``from __future__ import annotations`` here: the host's analyzer reads these 
 objects.
 """
 
+import ast
+import inspect
+import itertools
 import json
+import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 import pulumi
-from pulumi.provider import ConstructResult
+from pulumi.provider import ConstructResult, Provider
 from pulumi.provider import main as provider_main
+from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.component import ComponentProvider
+from pulumi.provider.experimental.schema import generate_schema
 from pulumi.provider.server import ComponentInitError
 
 from components.clusters.aks import AksCluster as AksClusterComponent
@@ -255,11 +262,44 @@ BUILDERS: dict[str, Callable[[str, dict[str, Any], pulumi.ResourceOptions | None
 }
 
 
+def field_docstrings(*modules: ModuleType) -> dict[str, dict[str, str]]:
+    """Each class's field descriptions (the string right after a field), as the host's analyzer reads
+    them (``Analyzer.get_docstring``), from one parse per module. The analyzer parses a module's
+    source again for every class it meets: 3 s of the provider's start on this machine, with the
+    sixty-odd types of :mod:`components.package.types`."""
+    out: dict[str, dict[str, str]] = {}
+    for module in modules:
+        for cls in (n for n in ast.parse(inspect.getsource(module)).body if isinstance(n, ast.ClassDef)):
+            fields: dict[str, str] = {}
+            for node, after in itertools.pairwise(cls.body):
+                target: ast.expr | None = node.target if isinstance(node, ast.AnnAssign) else None
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    target = node.targets[0]
+                value = after.value if isinstance(after, ast.Expr) else None
+                doc = value.value if isinstance(value, ast.Constant) else None
+                if isinstance(target, ast.Name) and isinstance(doc, str):
+                    fields[target.id] = doc
+            out[cls.name] = fields
+    return out
+
+
 class GpuaasProvider(ComponentProvider):
     """Pulumi's component provider, building the real component for each declaration."""
 
     def __init__(self) -> None:
-        super().__init__(list(COMPONENTS), PACKAGE, None, VERSION)
+        # ComponentProvider.__init__ (SDK 3.272.0), with the analyzer's docstrings read up front
+        # (field_docstrings); tests/package checks that the schema is the one it infers itself.
+        self._name = PACKAGE
+        self.analyzer = Analyzer(PACKAGE)
+        self.analyzer.docstrings = field_docstrings(t, sys.modules[__name__])
+        result = self.analyzer.analyze(list(COMPONENTS))
+        self._components = {c.__name__: c for c in COMPONENTS}
+        self._component_defs = result["component_definitions"]
+        self._type_defs = result["type_definitions"]
+        self._external_enum_types = result["external_enum_types"]
+        self._dependencies = sorted(result["dependencies"], key=lambda d: f"{d.name}{d.version}")
+        spec = generate_schema(PACKAGE, VERSION, None, self._component_defs, self._type_defs, self._dependencies)
+        Provider.__init__(self, VERSION, json.dumps(spec.to_json()))
 
     def construct(
         self,

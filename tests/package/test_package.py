@@ -13,6 +13,7 @@ from typing import Any
 
 import pulumi
 import pytest
+from pulumi.provider.experimental.component import ComponentProvider
 
 from components.clusters.onprem_nodes import OnPremNodes
 from components.fabric.ib_node_config import IbNodeConfig
@@ -264,3 +265,11 @@ def test_each_other_component_built_through_the_provider_is_the_stack_programs(c
     want = records(lambda: build(parse_config(OTHERS_STACK[component])))
     assert got == want
     assert any(rtype == f"gpuaas:index:{component}" for rtype, _, _ in got)
+
+
+def test_the_providers_schema_is_the_one_the_host_infers_itself() -> None:
+    """The provider reads the field descriptions up front (one parse per module, not one per type):
+    the schema is byte for byte the one Pulumi's own ComponentProvider builds from the same classes."""
+    own = ComponentProvider(list(provider.COMPONENTS), provider.PACKAGE, None, provider.VERSION)
+    assert provider.GpuaasProvider().schema == own.schema
+    assert "Defaults to" in str(own.schema)
