@@ -13,14 +13,12 @@ Nothing here knows a team, a partition or an operator's objects.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.model import charts
-from components.model.config import StackConfig
 from components.model.network import Network
 from components.model.resources import PART_OF
 
@@ -95,10 +93,9 @@ class _CustomObject(pulumi.CustomResource):
 
 def helm_release(
     logical_name: str,
-    cfg: StackConfig,
+    source: charts.Source,
     *,
     release: str,
-    chart: str,
     namespace: str,
     values: Mapping[str, Any],
     timeout: int,
@@ -106,14 +103,14 @@ def helm_release(
 ) -> k8s.helm.v3.Release:
     """An operator chart as a real Helm release (hooks run: the GPU Operator upgrades its CRDs in one).
 
-    ``chart`` names one of :func:`components.model.charts.stack_charts`; it is taken at its pinned
-    version from the stack's chart source (``gpuaas:charts``: the public repositories, or a
-    mirror). The namespace is ours (with its Pod Security labels), never Helm's. Not atomic: a
-    rollback would hide why an operator failed; ``cleanup_on_fail`` removes what a failed install
-    created so the next ``up`` starts clean (pulumi-kubernetes#2054). ``timeout`` is generous
-    because driver containers compile kernel modules on first start; Helm's 300 s is far too short.
+    ``source`` is one of :func:`components.model.charts.stack_charts` at its pinned version, where
+    the stack takes charts from (``gpuaas:charts``: the public repositories, or a mirror;
+    :func:`components.model.charts.source`). The namespace is ours (with its Pod Security labels),
+    never Helm's. Not atomic: a rollback would hide why an operator failed; ``cleanup_on_fail``
+    removes what a failed install created so the next ``up`` starts clean (pulumi-kubernetes#2054).
+    ``timeout`` is generous because driver containers compile kernel modules on first start; Helm's
+    300 s is far too short.
     """
-    source = charts.source(cfg.charts, charts.chart(cfg.versions, chart))
     return k8s.helm.v3.Release(
         logical_name,
         name=release,
@@ -150,9 +147,29 @@ def taint_toleration(taint: str) -> dict[str, str]:
     return tol
 
 
-def child(parent: pulumi.Resource, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
+def child(parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
     """Options of a component's child: parented (so providers flow down) and optionally ordered."""
-    return pulumi.ResourceOptions(parent=parent, depends_on=depends_on or [])
+    return pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on or []))
+
+
+def depends_on(opts: pulumi.ResourceOptions | None) -> list[pulumi.Resource]:
+    """The resources a component's own ``opts.depends_on`` names, for it to put on its children.
+
+    The SDK registers a component's children with their own dependencies only: a component's
+    ``depends_on`` orders nothing it creates (in the pinned SDK, a ``ResourceOptions.depends_on``
+    reaches the registration of the resource it is given to alone). Every gpuaas
+    component forwards what this returns, so a user orders one with ordinary ``ResourceOptions``.
+    A resource, a list of resources or nothing; an ``Output`` of resources is refused by name (its
+    members are known only once it resolves, too late to order the children's registration).
+    """
+    given = None if opts is None else opts.depends_on
+    if given is None:
+        return []
+    if isinstance(given, pulumi.Resource):
+        return [given]
+    if isinstance(given, Sequence) and all(isinstance(r, pulumi.Resource) for r in given):
+        return [r for r in given if isinstance(r, pulumi.Resource)]
+    raise TypeError("gpuaas components take depends_on as a resource or a list of resources, not an Output")
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,18 +238,3 @@ def node_daemonset(
             },
         },
     }
-
-
-@dataclass(frozen=True)
-class NetworkArgs:
-    """Arguments of the network components that run after the operator.
-
-    ``after``: resources their cluster objects wait for; ``gate``: see the field. A component's own ``depends_on`` does
-    not reach its children (the SDK registers children with their own dependencies only), so
-    the order is handed in and put on every child.
-    """
-
-    cfg: StackConfig
-    after: Sequence[pulumi.Resource] = ()
-    #: The day-2 guards (:mod:`components.guards`); objects that move VFs wait for it.
-    gate: pulumi.Output[bool] | None = None

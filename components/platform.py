@@ -12,6 +12,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import platform_args
 from components.clusters.aks import AksCluster
 from components.clusters.onprem_nodes import OnPremNodes
 from components.dra.tenancy import DraTenancy
@@ -21,7 +22,6 @@ from components.fabric.sriov_host import SriovHost
 from components.guards import fabric as fabric_guard
 from components.guards import gate, mig, resource_model
 from components.guards import kubernetes_version as version_guard
-from components.k8s import NetworkArgs
 from components.model import dra, hami, kubernetes
 from components.model.config import StackConfig
 from components.observability.component import Observability
@@ -35,6 +35,11 @@ from components.proofs.verification import Verification
 from components.queueing.queues import Queues
 from components.tenancy.admission import Admission
 from components.tenancy.teams import Teams
+
+
+def _after(opts: pulumi.ResourceOptions, *resources: pulumi.Resource) -> pulumi.ResourceOptions:
+    """``opts`` ordered after ``resources``: a component forwards its ``depends_on`` to its children."""
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(resources)))
 
 
 class Platform(pulumi.ComponentResource):
@@ -69,22 +74,28 @@ class Platform(pulumi.ComponentResource):
 
         # 2. Network Operator (NFD + operator), then 3. its NicClusterPolicy once the CRD exists;
         #    Pulumi waits for the policy's status.state=ready (its pulumi.com/waitFor annotation).
-        network_operator = NetworkOperator(f"{name}-network-operator", cfg, cluster_opts)
+        network_operator = NetworkOperator(
+            f"{name}-network-operator", platform_args.network_operator(cfg), cluster_opts
+        )
         nic_cluster_policy = NicClusterPolicy(
             f"{name}-nic-cluster-policy",
-            NetworkArgs(cfg, after=[network_operator.release], gate=mig_gate),
-            cluster_opts,
+            platform_args.nic_cluster_policy(cfg, gate=mig_gate),
+            _after(cluster_opts, network_operator.release),
         )
         # 4. ib-node-config: kernel modules and memlock, before any RDMA pod is scheduled; after the
         #    policy so the containerized DOCA driver has replaced the inbox modules it loads.
-        IbNodeConfig(f"{name}-ib-node-config", NetworkArgs(cfg, after=[nic_cluster_policy.policy]), cluster_opts)
+        IbNodeConfig(
+            f"{name}-ib-node-config", platform_args.ib_node_config(cfg), _after(cluster_opts, nic_cluster_policy.policy)
+        )
         # 5. RDMA shared device plugin (standalone form only; otherwise part of the policy), after
         #    the policy: the plugin finds RDMA devices only once the NIC driver is loaded.
-        if rdma_shared_device_plugin.standalone(cfg):
+        if rdma_shared_device_plugin.standalone(cfg.network):
             RdmaSharedDevicePlugin(
                 f"{name}-rdma-shared-device-plugin",
-                NetworkArgs(cfg, after=[nic_cluster_policy.policy]),
-                cluster_opts,
+                platform_args.rdma_shared_device_plugin(cfg),
+                pulumi.ResourceOptions.merge(
+                    cluster_opts, pulumi.ResourceOptions(depends_on=[nic_cluster_policy.policy])
+                ),
             )
         # 6. GPU Operator after the NicClusterPolicy is ready, so GPUDirect finds the NIC driver.
         gpu_operator = GpuOperator(

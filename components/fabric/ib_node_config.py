@@ -48,14 +48,16 @@ can point elsewhere: ``IB_NODE_CONFIG_ROOT`` (host filesystem, default ``/host``
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 
 from components import k8s as kube
-from components.k8s import Manifest, NetworkArgs, driver_ready_node_selector
-from components.model.config import StackConfig
+from components.k8s import Manifest, driver_ready_node_selector
+from components.model.network import Network
 from components.model.resources import PART_OF
+from components.model.versions import Versions
 
 NAME = "ib-node-config"
 SCRIPT_KEY = "ib-node-config.sh"
@@ -186,31 +188,40 @@ STAGGER_PER_NODE = 2
 MAX_STAGGER = 600
 
 
-def stagger_seconds(cfg: StackConfig) -> int:
+@dataclass(frozen=True, kw_only=True)
+class IbNodeConfigArgs:
+    """Arguments of :class:`IbNodeConfig`. Ordering: ``opts.depends_on`` (the NicClusterPolicy, whose
+    DOCA driver replaces the inbox modules first), forwarded to every child."""
+
+    network: Network = field(default_factory=Network)
+    """The operator namespace it runs in, the RDMA nodes' selector and tolerations, and whether the DOCA
+    driver runs in a container (then it waits for the driver on each node) (``gpuaas:network``)."""
+    versions: Versions = field(default_factory=Versions)
+    """The node tools image's pinned repository and tag (``nodeToolsImage``, ``nodeTools``)."""
+    nodes: int = 0
+    """How many nodes run it (on AKS: every ND pool at ``maxCount``): first installs spread their
+    containerd and kubelet restarts over :func:`stagger_seconds` of it (defaults to none: no stagger)."""
+
+
+def stagger_seconds(nodes: int) -> int:
     """The window over which first installs restart containerd and the kubelet (seconds).
 
-    Grows with the nodes that run it: on-prem ``platform.nodes``, on AKS every pool at
-    ``maxCount``; at most :data:`MAX_STAGGER` (Pulumi waits for the DaemonSet's rollout).
+    Grows with the ``nodes`` that run it; at most :data:`MAX_STAGGER` (Pulumi waits for the
+    DaemonSet's rollout).
     """
-    if cfg.onprem is not None:
-        nodes = len(cfg.onprem.nodes)
-    elif cfg.aks is not None:
-        nodes = sum(p.max_count for p in cfg.aks.gpu_pools)
-    else:
-        nodes = 0
     return min(MAX_STAGGER, STAGGER_PER_NODE * nodes)
 
 
-def config_map(cfg: StackConfig) -> Manifest:
+def config_map(network: Network) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": NAME, "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
+        "metadata": {"name": NAME, "namespace": network.namespace, "labels": dict(PART_OF)},
         "data": {SCRIPT_KEY: script()},
     }
 
 
-def daemonset(cfg: StackConfig) -> Manifest:
+def daemonset(args: IbNodeConfigArgs) -> Manifest:
     """The privileged hostPID DaemonSet running :data:`SCRIPT` on every RDMA node.
 
     Host files are reached through ``/etc`` mounted at ``/host/etc``; commands (``modprobe``,
@@ -220,10 +231,10 @@ def daemonset(cfg: StackConfig) -> Manifest:
     env: list[dict[str, Any]] = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {"name": "IB_NODE_CONFIG_DONE", "value": DONE_FILE},
-        {"name": "IB_NODE_CONFIG_STAGGER", "value": str(stagger_seconds(cfg))},
+        {"name": "IB_NODE_CONFIG_STAGGER", "value": str(stagger_seconds(args.nodes))},
     ]
     return kube.node_daemonset(
-        cfg.network,
+        args.network,
         NAME,
         {
             "hostPID": True,
@@ -233,7 +244,7 @@ def daemonset(cfg: StackConfig) -> Manifest:
             "containers": [
                 {
                     "name": NAME,
-                    "image": f"{cfg.versions.node_tools_image}:{cfg.versions.node_tools}",
+                    "image": f"{args.versions.node_tools_image}:{args.versions.node_tools}",
                     "imagePullPolicy": "IfNotPresent",
                     "command": ["bash", f"{SCRIPT_DIR}/{SCRIPT_KEY}"],
                     "env": env,
@@ -257,7 +268,7 @@ def daemonset(cfg: StackConfig) -> Manifest:
                 {"name": "host-etc", "hostPath": {"path": "/etc", "type": "Directory"}},
             ],
         },
-        node_selector=driver_ready_node_selector(cfg.network),
+        node_selector=driver_ready_node_selector(args.network),
         # One node at a time: a changed drop-in restarts containerd and the kubelet.
         max_unavailable=1,
         annotations={"gpuaas.io/script-sha256": script_sha256()},
@@ -265,16 +276,14 @@ def daemonset(cfg: StackConfig) -> Manifest:
 
 
 class IbNodeConfig(pulumi.ComponentResource):
-    """The ib-node-config ConfigMap and DaemonSet; ``args.after`` should hold the NicClusterPolicy."""
+    """The ib-node-config ConfigMap and DaemonSet; ``opts.depends_on`` should hold the NicClusterPolicy."""
 
     config_map: pulumi.CustomResource
     daemonset: pulumi.CustomResource
 
-    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: IbNodeConfigArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:IbNodeConfig", name, None, opts)
-        cfg = args.cfg
-        self.config_map = kube.apply(f"{name}-script", config_map(cfg), kube.child(self, [*args.after]))
-        self.daemonset = kube.apply(
-            f"{name}-daemonset", daemonset(cfg), kube.child(self, [*args.after, self.config_map])
-        )
+        after = kube.depends_on(opts)
+        self.config_map = kube.apply(f"{name}-script", config_map(args.network), kube.child(self, after))
+        self.daemonset = kube.apply(f"{name}-daemonset", daemonset(args), kube.child(self, [*after, self.config_map]))
         self.register_outputs({"daemonset": NAME})

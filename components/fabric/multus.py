@@ -32,7 +32,6 @@ import json
 from typing import Any, Final
 
 from components.model import resources
-from components.model.config import StackConfig
 from components.model.fabric import Multus
 
 #: Where the thin plugin's entrypoint writes Multus' kubeconfig, below the CNI conf directory
@@ -48,9 +47,9 @@ NETWORK_NAME: Final = resources.MULTUS_NETWORK
 CNI_VERSION: Final = "0.3.1"
 
 
-def global_namespaces(cfg: StackConfig) -> list[str]:
+def global_namespaces(operator_namespace: str) -> list[str]:
     """Namespaces whose NADs every pod may use: only the Network Operator's, never ``default``."""
-    return [cfg.network.namespace]
+    return [operator_namespace]
 
 
 def kubeconfig(multus: Multus) -> str:
@@ -58,8 +57,9 @@ def kubeconfig(multus: Multus) -> str:
     return f"{multus.cni_conf_dir.rstrip('/')}/{KUBECONFIG_IN_CONF_DIR}"
 
 
-def config(cfg: StackConfig, multus: Multus) -> dict[str, Any]:
-    """Multus thin-plugin config for ``cfg`` with the cluster CNI described by ``multus``."""
+def config(operator_namespace: str, multus: Multus) -> dict[str, Any]:
+    """Multus thin-plugin config with the cluster CNI described by ``multus``; ``operator_namespace``
+    is the Network Operator's (``gpuaas:network.namespace``)."""
     conf: dict[str, Any] = {
         "cniVersion": CNI_VERSION,
         "name": NETWORK_NAME,
@@ -69,7 +69,7 @@ def config(cfg: StackConfig, multus: Multus) -> dict[str, Any]:
         "confDir": multus.cni_conf_dir,
         "clusterNetwork": multus.cluster_network,
         "namespaceIsolation": True,
-        "globalNamespaces": ",".join(global_namespaces(cfg)),
+        "globalNamespaces": ",".join(global_namespaces(operator_namespace)),
         "logToStderr": True,
         "logLevel": "error",
     }
@@ -78,6 +78,6 @@ def config(cfg: StackConfig, multus: Multus) -> dict[str, Any]:
     return conf
 
 
-def config_json(cfg: StackConfig, multus: Multus) -> str:
+def config_json(operator_namespace: str, multus: Multus) -> str:
     """:func:`config` as the string ``NicClusterPolicy.spec.secondaryNetwork.multus.config`` takes."""
-    return json.dumps(config(cfg, multus), indent=2) + "\n"
+    return json.dumps(config(operator_namespace, multus), indent=2) + "\n"

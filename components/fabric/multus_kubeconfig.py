@@ -47,8 +47,9 @@ from typing import Any, Final
 from components import k8s as kube
 from components.fabric.multus import KUBECONFIG_IN_CONF_DIR
 from components.k8s import Manifest
-from components.model.config import StackConfig
 from components.model.fabric import Multus
+from components.model.network import Network
+from components.model.versions import Versions
 
 NAME: Final = "gpuaas-multus-kubeconfig"
 #: The ServiceAccount the operator creates for Multus (network-operator v26.4.1
@@ -124,7 +125,7 @@ def script_sha256() -> str:
     return hashlib.sha256(SCRIPT.encode()).hexdigest()
 
 
-def daemonset(cfg: StackConfig, multus: Multus) -> Manifest:
+def daemonset(network: Network, versions: Versions, multus: Multus) -> Manifest:
     """The refresher on every node Multus runs on (the policy's node selector and tolerations)."""
     out = f"{HOST_CONF_DIR}/{KUBECONFIG_IN_CONF_DIR}"
     env: list[dict[str, Any]] = [
@@ -132,7 +133,7 @@ def daemonset(cfg: StackConfig, multus: Multus) -> Manifest:
         {"name": "INTERVAL_SECONDS", "value": str(INTERVAL_SECONDS)},
     ]
     return kube.node_daemonset(
-        cfg.network,
+        network,
         NAME,
         {
             "serviceAccountName": SERVICE_ACCOUNT,
@@ -143,7 +144,7 @@ def daemonset(cfg: StackConfig, multus: Multus) -> Manifest:
             "containers": [
                 {
                     "name": "refresh",
-                    "image": f"{cfg.versions.node_tools_image}:{cfg.versions.node_tools}",
+                    "image": f"{versions.node_tools_image}:{versions.node_tools}",
                     "imagePullPolicy": "IfNotPresent",
                     "command": ["/bin/bash", "-c", SCRIPT],
                     "env": env,
@@ -164,15 +165,14 @@ def daemonset(cfg: StackConfig, multus: Multus) -> Manifest:
             ],
             "volumes": [{"name": "cni-conf", "hostPath": {"path": multus.cni_conf_dir, "type": "Directory"}}],
         },
-        node_selector=cfg.network.node_selector,
+        node_selector=network.node_selector,
         max_unavailable=1,
         annotations={"gpuaas.io/script-sha256": script_sha256()},
     )
 
 
-def refresher(cfg: StackConfig) -> Manifest | None:
+def refresher(network: Network, versions: Versions, multus: Multus | None) -> Manifest | None:
     """The DaemonSet where gpuaas writes the Multus config (on-prem with ``platform.multus``)."""
-    onprem = cfg.onprem
-    if onprem is None or onprem.multus is None:
+    if multus is None:
         return None
-    return daemonset(cfg, onprem.multus)
+    return daemonset(network, versions, multus)

@@ -327,9 +327,8 @@ class GpuOperator(pulumi.ComponentResource):
         )
         self.release = kube.helm_release(
             f"{name}-release",
-            cfg,
+            charts.source(cfg.charts, charts.chart(cfg.versions, CHART)),
             release=RELEASE_NAME,
-            chart=CHART,
             namespace=cfg.gpu_operator.namespace,
             # The values wait on the day-2 guards too: a resource-model switch (ClusterPolicy off)
             # must stop before the chart hears of it (components/model/dra.py model_switch_issues).

@@ -44,7 +44,7 @@ import pulumi_kubernetes as k8s
 
 from components import k8s as kube
 from components.k8s import Manifest
-from components.model import hami, resources
+from components.model import charts, hami, resources
 from components.model.config import StackConfig
 from components.operators.gpu_operator import driver_enabled
 
@@ -233,9 +233,8 @@ class Hami(pulumi.ComponentResource):
         rbac = [kube.apply(f"{name}-{role}", m, kube.child(self, [ns])) for role, m in objects.items()]
         self.release = kube.helm_release(
             f"{name}-release",
-            cfg,
+            charts.source(cfg.charts, charts.chart(cfg.versions, CHART)),
             release=hami.RELEASE,
-            chart=CHART,
             namespace=hami.NAMESPACE,
             values=hami_values(cfg),
             timeout=HELM_TIMEOUT_SECONDS,

@@ -14,6 +14,7 @@ our NicClusterPolicy.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pulumi
@@ -22,9 +23,9 @@ import pulumi_kubernetes as k8s
 from components import k8s as kube
 from components.k8s import Manifest
 from components.model import charts, resources
-from components.model.config import StackConfig
 from components.model.network import Network
 from components.model.resources import PART_OF, pod_security_labels
+from components.model.versions import Versions
 
 CHART = charts.NETWORK_OPERATOR
 #: Helm release name; a contract (renaming it reinstalls the operator).
@@ -36,12 +37,33 @@ RELEASE = "network-operator"
 POD_SECURITY_LABELS: dict[str, str] = pod_security_labels("privileged")
 
 
-def namespace(cfg: StackConfig) -> Manifest:
+#: The chart's ``operator.cniNetworkDirectory`` default (network-operator values.yaml).
+DEFAULT_CNI_NETWORK_DIRECTORY = "/etc/cni/net.d"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkOperatorArgs:
+    """Arguments of :class:`NetworkOperator`. Ordering: ``opts.depends_on``, forwarded to every child."""
+
+    network: Network = field(default_factory=Network)
+    """The operator's namespace, its NodeFeatureRule switches and the Helm timeout (``gpuaas:network``)."""
+    chart: charts.Source = field(
+        default_factory=lambda: charts.source(charts.Charts(), charts.chart(Versions(), CHART))
+    )
+    """Where the network-operator chart comes from, at its pinned version (defaults to the public repository)."""
+    cni_network_directory: str = DEFAULT_CNI_NETWORK_DIRECTORY
+    """The nodes' CNI conf directory, where the operator writes Multus' conf (defaults to the chart's)."""
+    azure_vfs: bool = False
+    """Label Azure ND VMs' InfiniBand VFs (device ids 101c/101e) rather than the InfiniBand PCI class: the
+    nodes are AKS ND pools, whose Ethernet VF is a Mellanox device too (defaults to on-prem's class match)."""
+
+
+def namespace(network: Network) -> Manifest:
     """The operator namespace, Pod Security ``privileged``."""
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": cfg.network.namespace, "labels": {**PART_OF, **POD_SECURITY_LABELS}},
+        "metadata": {"name": network.namespace, "labels": {**PART_OF, **POD_SECURITY_LABELS}},
     }
 
 
@@ -59,7 +81,7 @@ INFINIBAND_CLASS: Final = "0207"
 NODE_FEATURE_RULE: Final = "gpuaas-mellanox-infiniband"
 
 
-def node_feature_rule(cfg: StackConfig) -> Manifest | None:
+def node_feature_rule(network: Network, *, azure_vfs: bool) -> Manifest | None:
     """gpuaas's NodeFeatureRule labelling InfiniBand nodes, or ``None`` where the chart's rule runs.
 
     The DOCA driver DaemonSet selects on :data:`MELLANOX_LABEL` whatever the policy's nodeAffinity
@@ -68,11 +90,11 @@ def node_feature_rule(cfg: StackConfig) -> Manifest | None:
     applied before the NicClusterPolicy. ``None`` with the chart's rules on, or when turned off
     (components/rules/fabric.py then checks that nothing needs the label).
     """
-    net = cfg.network
+    net = network
     if net.deploy_node_feature_rules or not net.node_feature_rule:
         return None
     match: dict[str, Any] = {"vendor": {"op": "In", "value": [MELLANOX_VENDOR]}}
-    if cfg.aks is not None:
+    if azure_vfs:
         match["device"] = {"op": "In", "value": list(AZURE_IB_VF_DEVICES)}
     else:
         match["class"] = {"op": "In", "value": [INFINIBAND_CLASS]}
@@ -92,18 +114,14 @@ def node_feature_rule(cfg: StackConfig) -> Manifest | None:
     }
 
 
-#: The chart's ``operator.cniNetworkDirectory`` default (network-operator values.yaml).
-DEFAULT_CNI_NETWORK_DIRECTORY = "/etc/cni/net.d"
-
-
-def network_operator_values(cfg: StackConfig) -> dict[str, Any]:
+def network_operator_values(args: NetworkOperatorArgs) -> dict[str, Any]:
     """Helm values of the network-operator chart (every path exists in the pinned values.yaml)."""
     return {
         "nfd": {
             # The operator's NFD labels Mellanox nodes (feature.node.kubernetes.io/pci-15b3.present),
             # which the NicClusterPolicy's nodeAffinity selects on by default.
             "enabled": True,
-            "deployNodeFeatureRules": cfg.network.deploy_node_feature_rules,
+            "deployNodeFeatureRules": args.network.deploy_node_feature_rules,
         },
         "operator": {
             # Off (the chart default), written out because gpuaas depends on it: the webhook's
@@ -111,17 +129,9 @@ def network_operator_values(cfg: StackConfig) -> dict[str, Any]:
             "admissionController": {"enabled": False},
             # Where the operator writes 00-multus.conf and Multus' kubeconfig: the directory the
             # container runtime reads CNI confs from (components/fabric/multus.py).
-            "cniNetworkDirectory": cni_network_directory(cfg),
+            "cniNetworkDirectory": args.cni_network_directory,
         },
     }
-
-
-def cni_network_directory(cfg: StackConfig) -> str:
-    """The nodes' CNI conf directory: ``platform.multus.cniConfDir`` on-prem, else the chart default."""
-    onprem = cfg.onprem
-    if onprem is not None and onprem.multus is not None:
-        return onprem.multus.cni_conf_dir
-    return DEFAULT_CNI_NETWORK_DIRECTORY
 
 
 def node_affinity(network: Network) -> dict[str, Any]:
@@ -149,17 +159,18 @@ class NetworkOperator(pulumi.ComponentResource):
     namespace: pulumi.CustomResource
     release: k8s.helm.v3.Release
 
-    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: NetworkOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:NetworkOperator", name, None, opts)
-        self.namespace = kube.apply(f"{name}-namespace", namespace(cfg), kube.child(self))
+        after = kube.depends_on(opts)
+        net = args.network
+        self.namespace = kube.apply(f"{name}-namespace", namespace(net), kube.child(self, after))
         self.release = kube.helm_release(
             f"{name}-release",
-            cfg,
+            args.chart,
             release=RELEASE,
-            chart=CHART,
-            namespace=cfg.network.namespace,
-            values=network_operator_values(cfg),
-            timeout=cfg.network.helm_timeout_seconds,
-            opts=kube.child(self, depends_on=[self.namespace]),
+            namespace=net.namespace,
+            values=network_operator_values(args),
+            timeout=net.helm_timeout_seconds,
+            opts=kube.child(self, depends_on=[*after, self.namespace]),
         )
-        self.register_outputs({"namespace": cfg.network.namespace, "release": self.release.name})
+        self.register_outputs({"namespace": net.namespace, "release": self.release.name})

@@ -32,6 +32,7 @@ entrypoint copies ``ib-sriov`` into the host's ``/opt/cni/bin`` and sleeps.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -39,11 +40,12 @@ import pulumi
 from components import k8s as kube
 from components.fabric import multus, multus_kubeconfig
 from components.guards.gate import gated
-from components.k8s import Manifest, NetworkArgs, tolerations
-from components.model.capacity import sriov_partitions
-from components.model.config import StackConfig
+from components.k8s import Manifest, tolerations
+from components.model.fabric import Multus
+from components.model.network import Network
 from components.model.resources import PART_OF, SRIOV_PREFIX, sriov_resource_name
-from components.model.types import full_member_pkey
+from components.model.types import PKey, full_member_pkey
+from components.model.versions import Versions
 from components.operators import rdma_shared_device_plugin as rdma
 from components.operators.network_operator import node_affinity, node_feature_rule
 
@@ -55,16 +57,49 @@ WAIT_FOR_READY = "jsonpath={.status.state}=ready"
 IB_SRIOV_CNI = "ib-sriov-cni"
 
 
-def _image(cfg: StackConfig, image: str) -> dict[str, str]:
+@dataclass(frozen=True, kw_only=True)
+class NicClusterPolicyArgs:
+    """Arguments of :class:`NicClusterPolicy`.
+
+    Ordering: ``opts.depends_on`` should hold the Network Operator release (the policy's CRD comes
+    with it); it is forwarded to every child.
+    """
+
+    network: Network = field(default_factory=Network)
+    """The RDMA nodes (selector, tolerations), the DOCA driver's form, the RDMA shared device plugin's
+    source and resource, and the NodeFeatureRule switches (``gpuaas:network``)."""
+    versions: Versions = field(default_factory=Versions)
+    """The operands' pinned images: the Mellanox registry and component tag, the DOCA driver, ib-sriov CNI
+    and the node tools (the Multus kubeconfig refresher)."""
+    azure_vfs: bool = False
+    """gpuaas's NodeFeatureRule labels Azure ND VMs' InfiniBand VFs (device ids 101c/101e), not the
+    InfiniBand PCI class: the nodes are AKS ND pools (defaults to off: on-prem)."""
+    secondary_network: bool = False
+    """Team networks on this fabric: Multus, the reference CNI plugins and the ib-sriov CNI installer
+    (on-prem; defaults to off, as on AKS where pods use the shared HCA only)."""
+    sriov_pkeys: tuple[PKey, ...] = ()
+    """The team partitions' P_Keys, one SR-IOV device plugin VF pool each, in pool order (on-prem;
+    none leaves ``sriovDevicePlugin`` out)."""
+    multus: Multus | None = None
+    """The cluster CNI Multus delegates to, when gpuaas writes Multus' config with namespace isolation
+    and refreshes its kubeconfig (``platform.multus``); ``None`` leaves the operator's default."""
+    nv_ipam: bool = False
+    """Run NVIDIA IPAM (``nvIpam``, webhook off) for the team networks (``platform.fabric.ipam: nv-ipam``)."""
+    gate: pulumi.Output[bool] | None = None
+    """The day-2 guards (:mod:`components.guards`): the policy's spec waits for them, so a guarded
+    fabric change stops before the VF pools move. ``None``: no guard."""
+
+
+def _image(versions: Versions, image: str) -> dict[str, str]:
     """An operand image from NVIDIA's Mellanox registry at the operator's component tag."""
     return {
         "image": image,
-        "repository": cfg.versions.mellanox_repository,
-        "version": cfg.versions.network_operator_components,
+        "repository": versions.mellanox_repository,
+        "version": versions.network_operator_components,
     }
 
 
-def ofed_driver(cfg: StackConfig) -> dict[str, Any]:
+def ofed_driver(versions: Versions) -> dict[str, Any]:
     """The DOCA driver container, as in the AKS guide's ``nicclusterpolicy/base/nic.yaml``.
 
     The operator appends ``-<os><version>-<arch>`` to ``version``. Probes and the drain policy
@@ -73,8 +108,8 @@ def ofed_driver(cfg: StackConfig) -> dict[str, Any]:
     """
     return {
         "image": "doca-driver",
-        "repository": cfg.versions.mellanox_repository,
-        "version": cfg.versions.doca_driver,
+        "repository": versions.mellanox_repository,
+        "version": versions.doca_driver,
         "forcePrecompiled": False,
         "env": [
             # While it swaps inbox modules for DOCA's, the driver container blacklists them so the
@@ -94,7 +129,7 @@ def ofed_driver(cfg: StackConfig) -> dict[str, Any]:
     }
 
 
-def sriov_device_plugin_config(cfg: StackConfig) -> dict[str, Any]:
+def sriov_device_plugin_config(pkeys: tuple[PKey, ...]) -> dict[str, Any]:
     """SR-IOV device plugin config: one VF pool per team partition.
 
     ``pKeys`` binds a pool to its partition (see the module docstring); ``linkTypes`` is required
@@ -104,50 +139,49 @@ def sriov_device_plugin_config(cfg: StackConfig) -> dict[str, Any]:
         "resourceList": [
             {
                 "resourcePrefix": SRIOV_PREFIX,
-                "resourceName": sriov_resource_name(part.pkey),
+                "resourceName": sriov_resource_name(pkey),
                 "selectors": {
                     "vendors": [rdma.MELLANOX_VENDOR],
                     "drivers": ["mlx5_core"],
                     "linkTypes": ["infiniband"],
-                    "pKeys": [full_member_pkey(part.pkey)],
+                    "pKeys": [full_member_pkey(pkey)],
                     "isRdma": True,
                 },
             }
-            for _team, part in sriov_partitions(cfg)
+            for pkey in pkeys
         ]
     }
 
 
-def nic_cluster_policy(cfg: StackConfig) -> Manifest:
-    """The whole NicClusterPolicy manifest for ``cfg``."""
-    net = cfg.network
+def nic_cluster_policy(args: NicClusterPolicyArgs) -> Manifest:
+    """The whole NicClusterPolicy manifest for ``args``."""
+    net, versions = args.network, args.versions
     spec: dict[str, Any] = {
         "nodeAffinity": node_affinity(net),
         "tolerations": tolerations(net),
     }
     if net.ofed_driver == "container":
-        spec["ofedDriver"] = ofed_driver(cfg)
-    if rdma.nic_cluster_policy_section(cfg):
+        spec["ofedDriver"] = ofed_driver(versions)
+    if rdma.nic_cluster_policy_section(net):
         spec["rdmaSharedDevicePlugin"] = {
-            **_image(cfg, "k8s-rdma-shared-dev-plugin"),
-            "config": rdma.plugin_config_json(cfg),
+            **_image(versions, "k8s-rdma-shared-dev-plugin"),
+            "config": rdma.plugin_config_json(net, physical_functions_only=rdma_physical_functions_only(args)),
         }
-    onprem = cfg.onprem
-    if onprem is not None:
-        if sriov_partitions(cfg):
+    if args.secondary_network:
+        if args.sriov_pkeys:
             spec["sriovDevicePlugin"] = {
-                **_image(cfg, "sriov-network-device-plugin"),
-                "config": json.dumps(sriov_device_plugin_config(cfg), indent=2) + "\n",
+                **_image(versions, "sriov-network-device-plugin"),
+                "config": json.dumps(sriov_device_plugin_config(args.sriov_pkeys), indent=2) + "\n",
             }
         # Multus attaches the team NADs' ib-sriov interfaces; the reference plugins bring the
         # static/host-local IPAM those NADs use.
-        multus_spec: dict[str, Any] = _image(cfg, "multus-cni")
-        if onprem.multus is not None:
-            multus_spec["config"] = multus.config_json(cfg, onprem.multus)
-        spec["secondaryNetwork"] = {"multus": multus_spec, "cniPlugins": _image(cfg, "plugins")}
-        if onprem.fabric.ipam == "nv-ipam":
+        multus_spec: dict[str, Any] = _image(versions, "multus-cni")
+        if args.multus is not None:
+            multus_spec["config"] = multus.config_json(net.namespace, args.multus)
+        spec["secondaryNetwork"] = {"multus": multus_spec, "cniPlugins": _image(versions, "plugins")}
+        if args.nv_ipam:
             # The nv-ipam webhook needs cert-manager, which gpuaas does not install.
-            spec["nvIpam"] = {**_image(cfg, "nvidia-k8s-ipam"), "enableWebhook": False}
+            spec["nvIpam"] = {**_image(versions, "nvidia-k8s-ipam"), "enableWebhook": False}
     return {
         "apiVersion": API_VERSION,
         "kind": "NicClusterPolicy",
@@ -160,14 +194,19 @@ def nic_cluster_policy(cfg: StackConfig) -> Manifest:
     }
 
 
-def ib_sriov_cni_daemonset(cfg: StackConfig) -> Manifest:
+def rdma_physical_functions_only(args: NicClusterPolicyArgs) -> bool:
+    """The shared RDMA pool takes physical functions only where team VF pools exist beside it."""
+    return args.secondary_network and bool(args.sriov_pkeys)
+
+
+def ib_sriov_cni_daemonset(network: Network, versions: Versions) -> Manifest:
     """The ib-sriov CNI installer DaemonSet (on-prem), after upstream's deployment manifest.
 
     Privileged and host-network like upstream; it writes ``/opt/cni/bin/ib-sriov`` on the host,
     the directory the Network Operator's Multus and CNI plugins use (chart ``cniBinDirectory``).
     """
     return kube.node_daemonset(
-        cfg.network,
+        network,
         IB_SRIOV_CNI,
         {
             "hostNetwork": True,
@@ -175,7 +214,7 @@ def ib_sriov_cni_daemonset(cfg: StackConfig) -> Manifest:
             "containers": [
                 {
                     "name": IB_SRIOV_CNI,
-                    "image": f"{cfg.versions.ib_sriov_cni_image}:{cfg.versions.ib_sriov_cni}",
+                    "image": f"{versions.ib_sriov_cni_image}:{versions.ib_sriov_cni}",
                     "imagePullPolicy": "IfNotPresent",
                     "securityContext": {"privileged": True},
                     "resources": {
@@ -187,7 +226,7 @@ def ib_sriov_cni_daemonset(cfg: StackConfig) -> Manifest:
             ],
             "volumes": [{"name": "cnibin", "hostPath": {"path": "/opt/cni/bin", "type": "DirectoryOrCreate"}}],
         },
-        node_selector=cfg.network.node_selector,
+        node_selector=network.node_selector,
     )
 
 
@@ -196,7 +235,7 @@ class NicClusterPolicy(pulumi.ComponentResource):
     the chart's is off, and on-prem the ib-sriov CNI installer and Multus' kubeconfig refresher
     (:mod:`components.fabric.multus_kubeconfig`).
 
-    ``args.after`` should hold the Network Operator release: the policy's CRD comes with it.
+    ``opts.depends_on`` should hold the Network Operator release: the policy's CRD comes with it.
     Later steps (GPU Operator, ib-node-config) depend on ``policy``.
     """
 
@@ -205,27 +244,27 @@ class NicClusterPolicy(pulumi.ComponentResource):
     #: gpuaas's NodeFeatureRule where the chart's is off; the policy waits for it.
     node_feature_rule: pulumi.CustomResource | None
 
-    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: NicClusterPolicyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:NicClusterPolicy", name, None, opts)
-        cfg = args.cfg
-        rule = node_feature_rule(cfg)
+        after = kube.depends_on(opts)
+        rule = node_feature_rule(args.network, azure_vfs=args.azure_vfs)
         # The rule's CRD comes with the release (NFD subchart); the policy after the rule, so the
         # DOCA driver's nodes are labelled by the time the operator renders its DaemonSet.
         self.node_feature_rule = (
-            kube.apply(f"{name}-node-feature-rule", rule, kube.child(self, [*args.after])) if rule else None
+            kube.apply(f"{name}-node-feature-rule", rule, kube.child(self, after)) if rule else None
         )
         before = [self.node_feature_rule] if self.node_feature_rule is not None else []
-        policy = nic_cluster_policy(cfg)
+        policy = nic_cluster_policy(args)
         # The device-plugin pools follow the team P_Keys: a guarded fabric change waits.
         policy["spec"] = gated(args.gate, policy["spec"])
-        self.policy = kube.apply(f"{name}-policy", policy, kube.child(self, [*args.after, *before]))
+        self.policy = kube.apply(f"{name}-policy", policy, kube.child(self, [*after, *before]))
         self.ib_sriov_cni = None
-        if cfg.onprem is not None:
+        if args.secondary_network:
             self.ib_sriov_cni = kube.apply(
-                f"{name}-ib-sriov-cni", ib_sriov_cni_daemonset(cfg), kube.child(self, [*args.after])
+                f"{name}-ib-sriov-cni", ib_sriov_cni_daemonset(args.network, args.versions), kube.child(self, after)
             )
         # After the policy: the operator creates the ``multus`` ServiceAccount the refresher runs as.
-        refresher = multus_kubeconfig.refresher(cfg)
+        refresher = multus_kubeconfig.refresher(args.network, args.versions, args.multus)
         if refresher is not None:
             kube.apply(f"{name}-multus-kubeconfig", refresher, kube.child(self, [self.policy]))
         self.register_outputs({"policy": NAME})

@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 
 from components import k8s as kube
-from components.k8s import Manifest, NetworkArgs
-from components.model.capacity import sriov_partitions
-from components.model.config import StackConfig
+from components.k8s import Manifest
+from components.model.network import Network
 from components.model.resources import PART_OF, rdma_shared_resource
+from components.model.versions import Versions
 
 #: The plugin reads ``/k8s-rdma-shared-dev-plugin/config.json`` (upstream daemonset.yaml).
 CONFIG_MAP = "rdma-devices"
@@ -42,22 +43,40 @@ CONNECTX_PF_DEVICE_IDS = ("1013", "1017", "1019", "101b", "1021", "1023", "1025"
 CONNECTX_VF_DEVICE_IDS = ("1014", "1016", "1018", "101a", "101c", "101e")
 
 
-def nic_cluster_policy_section(cfg: StackConfig) -> bool:
+@dataclass(frozen=True, kw_only=True)
+class RdmaSharedDevicePluginArgs:
+    """Arguments of :class:`RdmaSharedDevicePlugin` (and of the policy's ``rdmaSharedDevicePlugin`` section).
+
+    Ordering: ``opts.depends_on`` (the NicClusterPolicy, whose NIC driver the plugin needs), forwarded
+    to every child.
+    """
+
+    network: Network = field(default_factory=lambda: Network(rdma_shared_device_plugin="standalone"))
+    """The resource name, ``rdmaHcaMax``, the operator namespace and the RDMA nodes' selector and
+    tolerations (``gpuaas:network``); its ``rdmaSharedDevicePlugin`` must be ``standalone`` for this component."""
+    versions: Versions = field(default_factory=Versions)
+    """The plugin image's pinned repository and tag (``rdmaSharedDevicePluginImage``, ``rdmaSharedDevicePlugin``)."""
+    physical_functions_only: bool = False
+    """Pool ConnectX physical functions only: on-prem with SR-IOV team partitions, whose VFs are
+    ``mlx5_core`` InfiniBand devices too and must stay out of the shared pool (defaults to off, as on AKS)."""
+
+
+def nic_cluster_policy_section(network: Network) -> bool:
     """Whether the NicClusterPolicy carries the plugin."""
-    return cfg.network.rdma_shared_device_plugin == "nic-cluster-policy"
+    return network.rdma_shared_device_plugin == "nic-cluster-policy"
 
 
-def standalone(cfg: StackConfig) -> bool:
+def standalone(network: Network) -> bool:
     """Whether gpuaas deploys the plugin itself."""
-    return cfg.network.rdma_shared_device_plugin == "standalone"
+    return network.rdma_shared_device_plugin == "standalone"
 
 
-def resource(cfg: StackConfig) -> str:
+def resource(network: Network) -> str:
     """The extended resource pods request, e.g. ``rdma/hca_shared_devices_a``."""
-    return rdma_shared_resource(cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name)
+    return rdma_shared_resource(network.rdma_resource_prefix, network.rdma_resource_name)
 
 
-def plugin_config(cfg: StackConfig) -> dict[str, Any]:
+def plugin_config(network: Network, *, physical_functions_only: bool) -> dict[str, Any]:
     """The plugin's ``config.json`` (identical in both forms).
 
     ``rdmaHcaMax`` bounds how many pods share one HCA (1000 on AKS: upstream's example value).
@@ -75,44 +94,46 @@ def plugin_config(cfg: StackConfig) -> dict[str, Any]:
         "drivers": ["mlx5_core"],
         "linkTypes": ["infiniband"],
     }
-    if cfg.onprem is not None and sriov_partitions(cfg):
+    if physical_functions_only:
         selectors["deviceIDs"] = list(CONNECTX_PF_DEVICE_IDS)
     return {
         "configList": [
             {
-                "resourcePrefix": cfg.network.rdma_resource_prefix,
-                "resourceName": cfg.network.rdma_resource_name,
-                "rdmaHcaMax": cfg.network.rdma_hca_max,
+                "resourcePrefix": network.rdma_resource_prefix,
+                "resourceName": network.rdma_resource_name,
+                "rdmaHcaMax": network.rdma_hca_max,
                 "selectors": selectors,
             }
         ]
     }
 
 
-def plugin_config_json(cfg: StackConfig) -> str:
+def plugin_config_json(network: Network, *, physical_functions_only: bool) -> str:
     """:func:`plugin_config` as the JSON text both the policy and the ConfigMap carry."""
-    return json.dumps(plugin_config(cfg), indent=2) + "\n"
+    return json.dumps(plugin_config(network, physical_functions_only=physical_functions_only), indent=2) + "\n"
 
 
-def config_map(cfg: StackConfig) -> Manifest:
+def config_map(args: RdmaSharedDevicePluginArgs) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": CONFIG_MAP, "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
-        "data": {"config.json": plugin_config_json(cfg)},
+        "metadata": {"name": CONFIG_MAP, "namespace": args.network.namespace, "labels": dict(PART_OF)},
+        "data": {"config.json": plugin_config_json(args.network, physical_functions_only=args.physical_functions_only)},
     }
 
 
-def daemonset(cfg: StackConfig) -> Manifest:
+def daemonset(args: RdmaSharedDevicePluginArgs) -> Manifest:
     """The plugin DaemonSet, shaped like upstream's (privileged, kubelet plugin dirs, /dev).
 
     The config hash annotation re-rolls the pods when ``config.json`` changes: the plugin reads
     it only at start.
     """
-    digest = hashlib.sha256(plugin_config_json(cfg).encode()).hexdigest()
-    image = f"{cfg.versions.rdma_shared_device_plugin_image}:{cfg.versions.rdma_shared_device_plugin}"
+    network, versions = args.network, args.versions
+    config = plugin_config_json(network, physical_functions_only=args.physical_functions_only)
+    digest = hashlib.sha256(config.encode()).hexdigest()
+    image = f"{versions.rdma_shared_device_plugin_image}:{versions.rdma_shared_device_plugin}"
     return kube.node_daemonset(
-        cfg.network,
+        network,
         DAEMONSET,
         {
             "hostNetwork": True,
@@ -149,7 +170,7 @@ def daemonset(cfg: StackConfig) -> Manifest:
                 {"name": "devs", "hostPath": {"path": "/dev/"}},
             ],
         },
-        node_selector=cfg.network.node_selector,
+        node_selector=network.node_selector,
         annotations={"gpuaas.io/config-sha256": digest},
     )
 
@@ -160,16 +181,14 @@ class RdmaSharedDevicePlugin(pulumi.ComponentResource):
     config_map: pulumi.CustomResource
     daemonset: pulumi.CustomResource
 
-    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: RdmaSharedDevicePluginArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:RdmaSharedDevicePlugin", name, None, opts)
-        cfg = args.cfg
-        if not standalone(cfg):
+        after = kube.depends_on(opts)
+        if not standalone(args.network):
             raise ValueError(
                 "RdmaSharedDevicePlugin is the standalone form; gpuaas:network.rdmaSharedDevicePlugin is "
-                f"{cfg.network.rdma_shared_device_plugin!r} (set it to standalone, or do not create this component)"
+                f"{args.network.rdma_shared_device_plugin!r} (set it to standalone, or do not create this component)"
             )
-        self.config_map = kube.apply(f"{name}-config", config_map(cfg), kube.child(self, [*args.after]))
-        self.daemonset = kube.apply(
-            f"{name}-daemonset", daemonset(cfg), kube.child(self, [*args.after, self.config_map])
-        )
-        self.register_outputs({"resource": resource(cfg)})
+        self.config_map = kube.apply(f"{name}-config", config_map(args), kube.child(self, after))
+        self.daemonset = kube.apply(f"{name}-daemonset", daemonset(args), kube.child(self, [*after, self.config_map]))
+        self.register_outputs({"resource": resource(args.network)})

@@ -57,6 +57,9 @@ class Record:
     delete_before_replace: bool
     secret_outputs: list[str] = field(default_factory=list)
     retain_on_delete: bool = False
+    #: The aliases the program gave (``ResourceOptions.aliases``), each as its protobuf text form: what
+    #: lets a resource whose type or parent changed keep its state (tests/test_urns.py).
+    aliases: list[str] = field(default_factory=list)
 
 
 class _Mocks(pulumi.runtime.Mocks):
@@ -145,6 +148,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 delete_before_replace=bool(request.deleteBeforeReplace),
                 retain_on_delete=bool(request.retainOnDelete),
                 secret_outputs=list(request.additionalSecretOutputs),
+                aliases=[*request.aliasURNs, *(str(a).replace("\n", " ").strip() for a in request.aliases)],
             )
         )
         return resource_pb2.RegisterResourceResponse(urn=urn, id=id_ or "", object=obj_proto)

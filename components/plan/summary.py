@@ -215,8 +215,9 @@ def render_summary(cfg: StackConfig, run: Run, counts: Mapping[str, Counter[str]
     out += table(["team", "namespace", "p_key (config / full)", "vf", "guids", "rdma resource", "nad", "quota"], rows)
     onprem = cfg.onprem
     if onprem is not None and onprem.multus is not None:
+        everyone = ",".join(multus.global_namespaces(cfg.network.namespace))
         out.append(
-            f"Multus: namespaceIsolation on, global NAD namespaces {','.join(multus.global_namespaces(cfg))} "
+            f"Multus: namespaceIsolation on, global NAD namespaces {everyone} "
             f"(not default), primary network {onprem.multus.cluster_network!r} in {onprem.multus.cni_conf_dir}"
         )
     if dra.uses_dra(cfg):

@@ -337,9 +337,8 @@ class Queues(pulumi.ComponentResource):
         ns = kube.apply(f"{name}-namespace", namespace(cfg), kube.child(self))
         release = kube.helm_release(
             f"{name}-kueue",
-            cfg,
+            charts.source(cfg.charts, charts.chart(cfg.versions, charts.KUEUE)),
             release=RELEASE,
-            chart=charts.KUEUE,
             namespace=cfg.queues.namespace,
             values=helm_values(cfg),
             timeout=cfg.queues.helm_timeout_seconds,

@@ -14,14 +14,18 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from components import platform_args
 from components.fabric.ib_node_config import (
     DONE_FILE,
     DROPIN_NAME,
+    MAX_STAGGER,
     MODULES_LOAD_FILE,
+    IbNodeConfigArgs,
     config_map,
     daemonset,
     script,
     script_sha256,
+    stagger_seconds,
 )
 from components.loader import parse_config
 from components.model.config import StackConfig
@@ -114,6 +118,11 @@ def host(tmp_path: Path) -> FakeHost:
         (fake.bin / tool).chmod(0o755)
     fake.script.write_text(script())
     return fake
+
+
+def _args(cfg: StackConfig) -> IbNodeConfigArgs:
+    """ib-node-config's arguments as the Platform maps ``cfg``."""
+    return platform_args.ib_node_config(cfg)
 
 
 def test_script_is_valid_bash() -> None:
@@ -234,17 +243,15 @@ def test_first_restarts_are_staggered_by_node_and_repairs_are_not(host: FakeHost
 
 
 def test_the_stagger_window_grows_with_the_fleet() -> None:
-    from components.fabric.ib_node_config import MAX_STAGGER, stagger_seconds
-
     cfg = defaults()
-    assert stagger_seconds(cfg) == 2 * len(cfg.onprem.nodes)  # type: ignore[union-attr]
+    assert stagger_seconds(_args(cfg).nodes) == 2 * len(cfg.onprem.nodes)  # type: ignore[union-attr]
     raw = raw_stack("onprem")
     raw["platform"]["nodes"] = [{"name": f"n{i}", "id": i, "nodeGroup": "h100-full"} for i in range(1, 2000)]
     raw["quotaPolicy"] = {"allowOversubscription": True}
     raw["queues"] = {"elastic": False}  # oversubscribed hard quotas: the node count is what matters here
-    assert stagger_seconds(parse_config(raw)) == MAX_STAGGER
+    assert stagger_seconds(_args(parse_config(raw)).nodes) == MAX_STAGGER
     aks = parse_config(raw_stack("aks"))
-    assert stagger_seconds(aks) == 2 * sum(p.max_count for p in aks.aks.gpu_pools)  # type: ignore[union-attr]
+    assert stagger_seconds(_args(aks).nodes) == 2 * sum(p.max_count for p in aks.aks.gpu_pools)  # type: ignore[union-attr]
 
 
 def test_default_commands_run_in_the_hosts_namespaces(host: FakeHost) -> None:
@@ -322,8 +329,8 @@ DEFAULTS_DAEMONSET: dict[str, Any] = {
 
 def test_defaults_snapshot() -> None:
     cfg = defaults()
-    assert daemonset(cfg) == DEFAULTS_DAEMONSET
-    assert config_map(cfg) == {
+    assert daemonset(_args(cfg)) == DEFAULTS_DAEMONSET
+    assert config_map(cfg.network) == {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
@@ -350,30 +357,30 @@ def test_custom_snapshot() -> None:
         {"key": "dedicated", "operator": "Equal", "value": "ib"},
     ]
     pod["containers"][0]["image"] = "mirror.example.com/debian:12.11-slim"
-    assert daemonset(custom()) == expected
-    assert config_map(custom())["metadata"]["namespace"] == "nvnet"
+    assert daemonset(_args(custom())) == expected
+    assert config_map(custom().network)["metadata"]["namespace"] == "nvnet"
 
 
 @pytest.mark.parametrize("case", [defaults, custom], ids=["defaults", "custom"])
 def test_objects_are_valid_kubernetes(case: Callable[[], StackConfig]) -> None:
     cfg = case()
-    kubernetes_validate.validate(config_map(cfg), K8S_VERSION, strict=True)
-    kubernetes_validate.validate(daemonset(cfg), K8S_VERSION, strict=True)
+    kubernetes_validate.validate(config_map(cfg.network), K8S_VERSION, strict=True)
+    kubernetes_validate.validate(daemonset(_args(cfg)), K8S_VERSION, strict=True)
 
 
 def test_a_script_change_rerolls_the_daemonset() -> None:
     cfg = defaults()
-    annotation = daemonset(cfg)["spec"]["template"]["metadata"]["annotations"]["gpuaas.io/script-sha256"]
-    mounted = config_map(cfg)["data"]["ib-node-config.sh"]
+    annotation = daemonset(_args(cfg))["spec"]["template"]["metadata"]["annotations"]["gpuaas.io/script-sha256"]
+    mounted = config_map(cfg.network)["data"]["ib-node-config.sh"]
     assert annotation == script_sha256() == hashlib.sha256(mounted.encode()).hexdigest()
 
 
 def test_pod_wiring_matches_the_script() -> None:
     """The command runs the mounted key; readiness waits for the marker the script writes."""
-    pod = daemonset(defaults())["spec"]["template"]["spec"]
+    pod = daemonset(_args(defaults()))["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     mount = next(m for m in container["volumeMounts"] if m["name"] == "script")
-    key = next(iter(config_map(defaults())["data"]))
+    key = next(iter(config_map(defaults().network)["data"]))
     assert container["command"] == ["bash", f"{mount['mountPath']}/{key}"]
     done = next(e["value"] for e in container["env"] if e["name"] == "IB_NODE_CONFIG_DONE")
     assert done == DONE_FILE and container["readinessProbe"]["exec"]["command"] == ["test", "-f", done]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from components import platform_args
 from components.fabric import multus
 from components.loader import parse_config
 from components.model.config import StackConfig
@@ -38,7 +39,7 @@ def multus_allows(conf: dict[str, Any], pod_namespace: str, nad_namespace: str) 
 
 
 def rendered_conf(cfg: StackConfig) -> dict[str, Any]:
-    section = nic_cluster_policy(cfg)["spec"]["secondaryNetwork"]["multus"]
+    section = nic_cluster_policy(platform_args.nic_cluster_policy(cfg))["spec"]["secondaryNetwork"]["multus"]
     conf: dict[str, Any] = json.loads(section["config"])
     return conf
 
@@ -82,7 +83,7 @@ def test_one_cni_directory_for_multus_its_kubeconfig_and_the_operator() -> None:
     conf = rendered_conf(cfg)
     assert conf["confDir"] == "/var/lib/rancher/k3s/agent/etc/cni/net.d"
     assert conf["kubeconfig"] == "/var/lib/rancher/k3s/agent/etc/cni/net.d/multus.d/multus.kubeconfig"
-    values = network_operator_values(cfg)["operator"]
+    values = network_operator_values(platform_args.network_operator(cfg))["operator"]
     assert values["cniNetworkDirectory"] == "/var/lib/rancher/k3s/agent/etc/cni/net.d"
     assert conf["name"] != conf["clusterNetwork"], "Multus would delegate to itself"
 
@@ -99,7 +100,9 @@ def test_without_partitions_multus_stays_in_auto_mode() -> None:
     raw = raw_stack("onprem")
     del raw["platform"]["multus"]
     raw["teams"] = [{"name": "interns"}]
-    section = nic_cluster_policy(parse_config(raw))["spec"]["secondaryNetwork"]["multus"]
+    section = nic_cluster_policy(platform_args.nic_cluster_policy(parse_config(raw)))["spec"]["secondaryNetwork"][
+        "multus"
+    ]
     assert "config" not in section
 
 

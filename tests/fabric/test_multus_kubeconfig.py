@@ -19,11 +19,18 @@ import pytest
 import yaml
 
 from components.fabric import multus, multus_kubeconfig
+from components.k8s import Manifest
+from components.model.config import StackConfig
 from components.plan.offline import Run
 from tests.network_cases import K8S_VERSION, aks, custom, defaults
 
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash is not installed: the refresher script cannot run here")
+
+
+def _refresher(cfg: StackConfig) -> Manifest | None:
+    """The refresher of ``cfg``: on-prem with ``platform.multus`` only."""
+    return multus_kubeconfig.refresher(cfg.network, cfg.versions, cfg.onprem.multus if cfg.onprem else None)
 
 
 def _run_once(
@@ -102,7 +109,7 @@ def test_overwrites_a_stale_file_from_the_entrypoint(tmp_path: Path) -> None:
 
 def test_daemonset_writes_where_multus_config_points() -> None:
     cfg = custom()
-    ds = multus_kubeconfig.refresher(cfg)
+    ds = _refresher(cfg)
     assert ds is not None and cfg.onprem is not None and cfg.onprem.multus is not None
     kubernetes_validate.validate(ds, K8S_VERSION, strict=True)
     pod = ds["spec"]["template"]["spec"]
@@ -113,7 +120,7 @@ def test_daemonset_writes_where_multus_config_points() -> None:
     host_path = volume["hostPath"]["path"] + env["KUBECONFIG_FILE"].removeprefix(mount["mountPath"])
     assert (
         host_path
-        == multus.config(cfg, cfg.onprem.multus)["kubeconfig"]
+        == multus.config(cfg.network.namespace, cfg.onprem.multus)["kubeconfig"]
         == "/var/lib/cni/conf/multus.d/multus.kubeconfig"
     )
     assert pod["serviceAccountName"] == "multus", "the operator's Multus ServiceAccount and its ClusterRole"
@@ -125,8 +132,8 @@ def test_daemonset_writes_where_multus_config_points() -> None:
 
 
 def test_only_where_gpuaas_writes_the_multus_config(run_of: Callable[[str], Run]) -> None:
-    assert multus_kubeconfig.refresher(defaults()) is not None
-    assert multus_kubeconfig.refresher(aks()) is None
+    assert _refresher(defaults()) is not None
+    assert _refresher(aks()) is None
     run = run_of("onprem")
     rec = run.named("gpuaas-nic-cluster-policy-multus-kubeconfig")
     assert run.named("gpuaas-nic-cluster-policy-policy").urn in rec.dependencies
@@ -141,7 +148,7 @@ def test_a_rollout_of_the_refresher_needs_no_cni_add() -> None:
     still starts and repairs it. tests/e2e/test_multus_thin_plugin_attaches_the_admitted_pod.py
     shows that repair with the real thin plugin: its ADD fails on the old file, the refresher's
     script (which is all the pod runs) rewrites it, the same ADD succeeds."""
-    ds = multus_kubeconfig.refresher(custom())
+    ds = _refresher(custom())
     assert ds is not None
     pod = ds["spec"]["template"]["spec"]
     assert pod["hostNetwork"] is True

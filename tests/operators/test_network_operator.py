@@ -9,7 +9,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from components.k8s import tolerations
+from components import platform_args
+from components.k8s import Manifest, tolerations
+from components.model.config import StackConfig
 from components.operators.network_operator import (
     MELLANOX_LABEL,
     POD_SECURITY_LABELS,
@@ -22,6 +24,13 @@ from components.operators.network_operator import (
 from components.plan.offline import Run
 from tests.network_cases import K8S_VERSION, NETWORK_OPERATOR, aks, aks_raw, custom, defaults
 from tests.schema_helpers import assert_value_paths_exist, missing_value_paths, validate_against_crd
+
+
+def _rule(cfg: StackConfig) -> Manifest | None:
+    """The NodeFeatureRule of ``cfg``'s Network Operator arguments."""
+    args = platform_args.network_operator(cfg)
+    return node_feature_rule(args.network, azure_vfs=args.azure_vfs)
+
 
 # --------------------------------------------------------------------------------------------
 # Snapshots
@@ -52,14 +61,14 @@ DEFAULTS_NAMESPACE = {
 
 def test_defaults_snapshot() -> None:
     cfg = defaults()
-    assert network_operator_values(cfg) == DEFAULTS_VALUES
-    assert namespace(cfg) == DEFAULTS_NAMESPACE
+    assert network_operator_values(platform_args.network_operator(cfg)) == DEFAULTS_VALUES
+    assert namespace(cfg.network) == DEFAULTS_NAMESPACE
 
 
 def test_custom_snapshot() -> None:
     cfg = custom()
-    assert network_operator_values(cfg) == CUSTOM_VALUES
-    assert namespace(cfg)["metadata"]["name"] == "nvnet"
+    assert network_operator_values(platform_args.network_operator(cfg)) == CUSTOM_VALUES
+    assert namespace(cfg.network)["metadata"]["name"] == "nvnet"
     assert node_affinity(cfg.network) == {
         "requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [
@@ -80,7 +89,12 @@ def test_custom_snapshot() -> None:
 
 def test_aks_turns_the_nfd_rules_off_like_the_guide() -> None:
     # Azure/aks-rdma-infiniband configs/values/network-operator/values.yaml: deployNodeFeatureRules: false
-    assert network_operator_values(aks(deployNodeFeatureRules=False))["nfd"]["deployNodeFeatureRules"] is False
+    assert (
+        network_operator_values(platform_args.network_operator(aks(deployNodeFeatureRules=False)))["nfd"][
+            "deployNodeFeatureRules"
+        ]
+        is False
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -89,7 +103,9 @@ def test_aks_turns_the_nfd_rules_off_like_the_guide() -> None:
 
 @pytest.mark.parametrize("case", [defaults, custom, aks])
 def test_value_paths_exist_in_pinned_chart(upstream: Path, case: Callable[[], Any]) -> None:
-    assert_value_paths_exist(network_operator_values(case()), upstream / NETWORK_OPERATOR / "values.yaml")
+    assert_value_paths_exist(
+        network_operator_values(platform_args.network_operator(case())), upstream / NETWORK_OPERATOR / "values.yaml"
+    )
 
 
 @pytest.mark.parametrize(
@@ -113,16 +129,18 @@ def test_admission_webhook_key_is_the_charts_and_off_by_default(upstream: Path) 
 
     chart = yaml.safe_load((upstream / NETWORK_OPERATOR / "values.yaml").read_text())
     assert chart["operator"]["admissionController"]["enabled"] is False
-    assert network_operator_values(defaults())["operator"]["admissionController"] == {"enabled": False}
+    assert network_operator_values(platform_args.network_operator(defaults()))["operator"]["admissionController"] == {
+        "enabled": False
+    }
 
 
 def test_namespace_is_valid_kubernetes() -> None:
     for cfg in (defaults(), custom()):
-        kubernetes_validate.validate(namespace(cfg), K8S_VERSION, strict=True)
+        kubernetes_validate.validate(namespace(cfg.network), K8S_VERSION, strict=True)
 
 
 def test_namespace_is_privileged_for_the_node_daemonsets() -> None:
-    labels = namespace(defaults())["metadata"]["labels"]
+    labels = namespace(defaults().network)["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
     assert POD_SECURITY_LABELS.items() <= labels.items()
 
@@ -145,7 +163,7 @@ def test_release_arguments(run_of: Callable[[str], Run], cfg_of: Callable[[str],
     assert inputs["cleanupOnFail"] is True
     assert inputs["atomic"] is False
     assert inputs["createNamespace"] is False
-    assert inputs["values"] == network_operator_values(cfg)
+    assert inputs["values"] == network_operator_values(platform_args.network_operator(cfg))
 
 
 def test_component_parenting_names_and_order(run_of: Callable[[str], Run]) -> None:
@@ -204,7 +222,7 @@ AZURE_NFD_RULE = Path("aks-rdma-infiniband/tests/setup-infra/network-operator-nf
 def test_aks_stack_deploys_the_azure_reference_rule(upstream: Path, cfg_of: Callable[[str], Any]) -> None:
     import yaml
 
-    rule = node_feature_rule(cfg_of("aks"))
+    rule = _rule(cfg_of("aks"))
     assert rule is not None, "Pulumi.aks.yaml turns the chart's rules off, so gpuaas's must run"
     validate_against_crd(rule, upstream / NFD_CRD)
     (ours,) = rule["spec"]["rules"]
@@ -218,7 +236,7 @@ def test_aks_stack_deploys_the_azure_reference_rule(upstream: Path, cfg_of: Call
 
 
 def test_onprem_rule_matches_infiniband_class(upstream: Path) -> None:
-    rule = node_feature_rule(custom())
+    rule = _rule(custom())
     assert rule is not None
     validate_against_crd(rule, upstream / NFD_CRD)
     assert rule["spec"]["rules"][0]["matchFeatures"][0]["matchExpressions"] == {
@@ -228,10 +246,10 @@ def test_onprem_rule_matches_infiniband_class(upstream: Path) -> None:
 
 
 def test_no_gpuaas_rule_while_the_charts_runs() -> None:
-    assert network_operator_values(defaults())["nfd"]["deployNodeFeatureRules"] is True
-    assert node_feature_rule(defaults()) is None
+    assert network_operator_values(platform_args.network_operator(defaults()))["nfd"]["deployNodeFeatureRules"] is True
+    assert _rule(defaults()) is None
     off = aks(deployNodeFeatureRules=False, nodeFeatureRule=False, ofedDriver="host", nodeSelector={"x": "y"})
-    assert node_feature_rule(off) is None
+    assert _rule(off) is None
 
 
 def test_the_rule_is_applied_before_the_nic_cluster_policy(run_of: Callable[[str], Run]) -> None:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft4Validator
 
+from components import platform_args
 from components.loader import parse_config
 from components.model.config import StackConfig
 from components.model.resources import sriov_resource
@@ -255,17 +256,17 @@ def aks_guide() -> StackConfig:
 
 
 def test_defaults_snapshot() -> None:
-    assert decoded(nic_cluster_policy(defaults())) == DEFAULTS_POLICY
+    assert decoded(nic_cluster_policy(platform_args.nic_cluster_policy(defaults()))) == DEFAULTS_POLICY
 
 
 def test_custom_snapshot() -> None:
-    policy = decoded(nic_cluster_policy(custom()))
+    policy = decoded(nic_cluster_policy(platform_args.nic_cluster_policy(custom())))
     assert policy["metadata"] == DEFAULTS_POLICY["metadata"]
     assert policy["spec"] == CUSTOM_SPEC
 
 
 def test_aks_snapshot() -> None:
-    assert decoded(nic_cluster_policy(aks_guide()))["spec"] == AKS_SPEC
+    assert decoded(nic_cluster_policy(platform_args.nic_cluster_policy(aks_guide())))["spec"] == AKS_SPEC
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,17 +284,17 @@ CASES: dict[str, Callable[[], StackConfig]] = {
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_policy_is_valid_for_the_pinned_crd(upstream: Path, case: Callable[[], StackConfig]) -> None:
-    validate_against_crd(nic_cluster_policy(case()), upstream / NCP_CRD)
+    validate_against_crd(nic_cluster_policy(platform_args.nic_cluster_policy(case())), upstream / NCP_CRD)
 
 
 def test_checked_in_stacks_render_valid_policies(
     upstream: Path, stack: str, cfg_of: Callable[[str], StackConfig]
 ) -> None:
-    validate_against_crd(nic_cluster_policy(cfg_of(stack)), upstream / NCP_CRD)
+    validate_against_crd(nic_cluster_policy(platform_args.nic_cluster_policy(cfg_of(stack))), upstream / NCP_CRD)
 
 
 def test_crd_check_refuses_removed_ipam_plugin_and_typos(upstream: Path) -> None:
-    policy = nic_cluster_policy(defaults())
+    policy = nic_cluster_policy(platform_args.nic_cluster_policy(defaults()))
     policy["spec"]["secondaryNetwork"]["ipamPlugin"] = {"image": "whereabouts", "repository": MELLANOX}
     policy["spec"]["ofedDriver"] = {"image": "doca-driver", "upgradePolicy": {"autoUpgrades": True}}
     errors = crd_errors(policy, upstream / NCP_CRD)
@@ -303,7 +304,7 @@ def test_crd_check_refuses_removed_ipam_plugin_and_typos(upstream: Path) -> None
 
 def test_no_ipam_plugin_anywhere() -> None:
     for case in CASES.values():
-        assert "ipamPlugin" not in json.dumps(nic_cluster_policy(case()))
+        assert "ipamPlugin" not in json.dumps(nic_cluster_policy(platform_args.nic_cluster_policy(case())))
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,32 +312,34 @@ def test_no_ipam_plugin_anywhere() -> None:
 
 
 def test_ofed_driver_only_for_the_container_driver() -> None:
-    assert "ofedDriver" not in nic_cluster_policy(defaults())["spec"]
-    assert "ofedDriver" in nic_cluster_policy(custom())["spec"]
-    assert "ofedDriver" not in nic_cluster_policy(aks(ofedDriver="host"))["spec"]
+    assert "ofedDriver" not in nic_cluster_policy(platform_args.nic_cluster_policy(defaults()))["spec"]
+    assert "ofedDriver" in nic_cluster_policy(platform_args.nic_cluster_policy(custom()))["spec"]
+    assert "ofedDriver" not in nic_cluster_policy(platform_args.nic_cluster_policy(aks(ofedDriver="host")))["spec"]
 
 
 def test_onprem_sections_never_on_aks() -> None:
-    spec = nic_cluster_policy(aks_guide())["spec"]
+    spec = nic_cluster_policy(platform_args.nic_cluster_policy(aks_guide()))["spec"]
     assert not {"sriovDevicePlugin", "secondaryNetwork", "nvIpam"} & spec.keys()
 
 
 def test_nv_ipam_only_with_the_nv_ipam_fabric() -> None:
-    assert "nvIpam" not in nic_cluster_policy(defaults())["spec"]
-    assert "nvIpam" in nic_cluster_policy(custom())["spec"]
+    assert "nvIpam" not in nic_cluster_policy(platform_args.nic_cluster_policy(defaults()))["spec"]
+    assert "nvIpam" in nic_cluster_policy(platform_args.nic_cluster_policy(custom()))["spec"]
 
 
 def test_no_sriov_device_plugin_without_partitions() -> None:
-    spec = nic_cluster_policy(parse_config({**onprem_raw(), "teams": [{"name": "plain"}]}))["spec"]
+    spec = nic_cluster_policy(
+        platform_args.nic_cluster_policy(parse_config({**onprem_raw(), "teams": [{"name": "plain"}]}))
+    )["spec"]
     assert "sriovDevicePlugin" not in spec
     assert "secondaryNetwork" in spec
 
 
 def test_sriov_pools_follow_team_names_not_config_order() -> None:
     raw = onprem_raw()
-    forward = sriov_device_plugin_config(parse_config(raw))
+    forward = sriov_device_plugin_config(platform_args.nic_cluster_policy(parse_config(raw)).sriov_pkeys)
     raw["teams"].reverse()
-    assert sriov_device_plugin_config(parse_config(raw)) == forward
+    assert sriov_device_plugin_config(platform_args.nic_cluster_policy(parse_config(raw)).sriov_pkeys) == forward
     names = [r["resourceName"] for r in forward["resourceList"]]
     assert names == ["sriov8001", "sriov8002"]
 
@@ -344,14 +347,17 @@ def test_sriov_pools_follow_team_names_not_config_order() -> None:
 def test_sriov_pools_are_the_resources_teams_request(cfg_of: Callable[[str], StackConfig]) -> None:
     """Each team's pool is the one spelling in components.model.resources (quota, NAD, Jobs use it too)."""
     cfg = cfg_of("onprem")
-    pools = {f"{r['resourcePrefix']}/{r['resourceName']}" for r in sriov_device_plugin_config(cfg)["resourceList"]}
+    pools = {
+        f"{r['resourcePrefix']}/{r['resourceName']}"
+        for r in sriov_device_plugin_config(platform_args.nic_cluster_policy(cfg).sriov_pkeys)["resourceList"]
+    }
     wanted = {sriov_resource(t.partition.pkey) for t in cfg.teams if t.partition is not None}  # type: ignore[union-attr]
     assert pools == wanted and len(pools) == len(cfg.teams)
 
 
 def test_pkeys_are_in_the_kernel_full_member_form() -> None:
     """sriovdp compares pKeys to sysfs ``ports/1/pkeys/0`` by string equality: ``0x8001``, not ``0x1``."""
-    for pool in sriov_device_plugin_config(defaults())["resourceList"]:
+    for pool in sriov_device_plugin_config(platform_args.nic_cluster_policy(defaults()).sriov_pkeys)["resourceList"]:
         (pkey,) = pool["selectors"]["pKeys"]
         assert len(pkey) == 6 and pkey.startswith("0x8") and pkey == pkey.lower()
 
@@ -380,7 +386,9 @@ def _errors(schema: dict[str, Any], instance: Any) -> list[str]:
 
 @pytest.mark.parametrize("case", [defaults, custom], ids=["defaults", "custom"])
 def test_sriov_config_passes_the_webhook_schemas_with_pkeys_added(upstream: Path, case: Callable[[], Any]) -> None:
-    config = json.loads(nic_cluster_policy(case())["spec"]["sriovDevicePlugin"]["config"])
+    config = json.loads(
+        nic_cluster_policy(platform_args.nic_cluster_policy(case()))["spec"]["sriovDevicePlugin"]["config"]
+    )
     assert _errors(_schema(upstream, "sriov_network_device_plugin.json"), config) == []
     net_device = with_pkeys(_schema(upstream, "net_device.json"))
     for pool in config["resourceList"]:
@@ -390,7 +398,9 @@ def test_sriov_config_passes_the_webhook_schemas_with_pkeys_added(upstream: Path
 
 def test_unmodified_webhook_schema_refuses_pkeys(upstream: Path) -> None:
     """Why the webhook is off: upstream net_device.json has additionalProperties false and no pKeys."""
-    config = json.loads(nic_cluster_policy(defaults())["spec"]["sriovDevicePlugin"]["config"])
+    config = json.loads(
+        nic_cluster_policy(platform_args.nic_cluster_policy(defaults()))["spec"]["sriovDevicePlugin"]["config"]
+    )
     net_device = _schema(upstream, "net_device.json")
     for pool in config["resourceList"]:
         assert _errors(net_device, pool), "net_device.json accepts pKeys now: the admission webhook could be enabled"
@@ -400,7 +410,9 @@ def test_unmodified_webhook_schema_refuses_pkeys(upstream: Path) -> None:
 
 @pytest.mark.parametrize("case", [defaults, custom], ids=["defaults", "custom"])
 def test_rdma_config_passes_the_unmodified_webhook_schema(upstream: Path, case: Callable[[], Any]) -> None:
-    config = json.loads(nic_cluster_policy(case())["spec"]["rdmaSharedDevicePlugin"]["config"])
+    config = json.loads(
+        nic_cluster_policy(platform_args.nic_cluster_policy(case()))["spec"]["rdmaSharedDevicePlugin"]["config"]
+    )
     assert _errors(_schema(upstream, "rdma_shared_device_plugin.json"), config) == []
 
 
@@ -409,7 +421,7 @@ def test_rdma_config_passes_the_unmodified_webhook_schema(upstream: Path, case: 
 
 
 def test_ib_sriov_cni_daemonset() -> None:
-    ds = ib_sriov_cni_daemonset(custom())
+    ds = ib_sriov_cni_daemonset(custom().network, custom().versions)
     kubernetes_validate.validate(ds, K8S_VERSION, strict=True)
     assert ds["metadata"] == {
         "name": "ib-sriov-cni",
@@ -428,7 +440,9 @@ def test_ib_sriov_cni_daemonset() -> None:
 
 
 def test_ib_sriov_cni_default_image() -> None:
-    (container,) = ib_sriov_cni_daemonset(defaults())["spec"]["template"]["spec"]["containers"]
+    (container,) = ib_sriov_cni_daemonset(defaults().network, defaults().versions)["spec"]["template"]["spec"][
+        "containers"
+    ]
     assert container["image"] == "ghcr.io/k8snetworkplumbingwg/ib-sriov-cni:v1.3.0"
 
 
@@ -445,7 +459,7 @@ def test_policy_component_under_mocks(run_of: Callable[[str], Run], cfg_of: Call
     assert policy.type == "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
     assert policy.parent == component.urn
     assert policy.inputs["metadata"]["name"] == "nic-cluster-policy"
-    assert policy.inputs["spec"] == nic_cluster_policy(cfg_of("onprem"))["spec"]
+    assert policy.inputs["spec"] == nic_cluster_policy(platform_args.nic_cluster_policy(cfg_of("onprem")))["spec"]
     # The CRD comes with the operator's release: the policy waits for it.
     assert run.named("gpuaas-network-operator-release").urn in policy.dependencies
     cni = run.named("gpuaas-nic-cluster-policy-ib-sriov-cni")
@@ -472,7 +486,8 @@ _TEAMS = [{"name": f"team-{c}", "partition": {"pkey": f"0x{i + 1:04x}", "vfIndex
 @given(st.permutations(_TEAMS).flatmap(lambda teams: st.integers(1, len(teams)).map(lambda n: teams[:n])))
 def test_a_teams_pool_is_independent_of_the_other_teams(teams: list[dict[str, Any]]) -> None:
     def pools(selected: list[dict[str, Any]]) -> dict[str, Any]:
-        config = sriov_device_plugin_config(parse_config({**onprem_raw(), "teams": selected}))
+        args = platform_args.nic_cluster_policy(parse_config({**onprem_raw(), "teams": selected}))
+        config = sriov_device_plugin_config(args.sriov_pkeys)
         return {p["resourceName"]: p for p in config["resourceList"]}
 
     together = pools(teams)

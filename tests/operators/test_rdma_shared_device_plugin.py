@@ -11,13 +11,14 @@ import kubernetes_validate
 import pytest
 from jsonschema import Draft4Validator
 
-from components.k8s import NetworkArgs
+from components import platform_args
 from components.loader import parse_config
 from components.model.config import StackConfig
 from components.operators.nic_cluster_policy import nic_cluster_policy
 from components.operators.rdma_shared_device_plugin import (
     CONNECTX_VF_DEVICE_IDS,
     RdmaSharedDevicePlugin,
+    RdmaSharedDevicePluginArgs,
     config_map,
     daemonset,
     plugin_config,
@@ -60,6 +61,11 @@ CUSTOM_CONFIG = {
     ]
 }
 LABELS = {"app.kubernetes.io/name": "rdma-shared-dp-ds", "app.kubernetes.io/part-of": "gpuaas"}
+
+
+def _args(cfg: StackConfig) -> RdmaSharedDevicePluginArgs:
+    """The plugin's arguments as the Platform maps ``cfg``."""
+    return platform_args.rdma_shared_device_plugin(cfg)
 
 
 def defaults_daemonset(digest: str) -> dict[str, Any]:
@@ -117,14 +123,19 @@ def defaults_daemonset(digest: str) -> dict[str, Any]:
 def _digest(cfg: StackConfig) -> str:
     import hashlib
 
-    return hashlib.sha256(plugin_config_json(cfg).encode()).hexdigest()
+    return hashlib.sha256(
+        plugin_config_json(cfg.network, physical_functions_only=_args(cfg).physical_functions_only).encode()
+    ).hexdigest()
 
 
 def test_defaults_snapshot() -> None:
     cfg = defaults()
-    assert plugin_config(cfg) == DEFAULTS_CONFIG
-    assert plugin_config_json(cfg) == json.dumps(DEFAULTS_CONFIG, indent=2) + "\n"
-    assert config_map(cfg) == {
+    assert plugin_config(cfg.network, physical_functions_only=_args(cfg).physical_functions_only) == DEFAULTS_CONFIG
+    assert (
+        plugin_config_json(cfg.network, physical_functions_only=_args(cfg).physical_functions_only)
+        == json.dumps(DEFAULTS_CONFIG, indent=2) + "\n"
+    )
+    assert config_map(_args(cfg)) == {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
@@ -134,13 +145,13 @@ def test_defaults_snapshot() -> None:
         },
         "data": {"config.json": json.dumps(DEFAULTS_CONFIG, indent=2) + "\n"},
     }
-    assert daemonset(cfg) == defaults_daemonset(_digest(cfg))
-    assert resource(cfg) == "rdma/hcashared"
+    assert daemonset(_args(cfg)) == defaults_daemonset(_digest(cfg))
+    assert resource(cfg.network) == "rdma/hcashared"
 
 
 def test_custom_snapshot() -> None:
     cfg = custom()
-    assert plugin_config(cfg) == CUSTOM_CONFIG
+    assert plugin_config(cfg.network, physical_functions_only=_args(cfg).physical_functions_only) == CUSTOM_CONFIG
     expected = defaults_daemonset(_digest(cfg))
     expected["metadata"]["namespace"] = "nvnet"
     pod = expected["spec"]["template"]["spec"]
@@ -150,18 +161,24 @@ def test_custom_snapshot() -> None:
         {"key": "dedicated", "operator": "Equal", "value": "ib"},
     ]
     pod["containers"][0]["image"] = "mirror.example.com/k8s-rdma-shared-dev-plugin:v1.5.2"
-    assert daemonset(cfg) == expected
-    assert resource(cfg) == "rdma/shared_ib"
+    assert daemonset(_args(cfg)) == expected
+    assert resource(cfg.network) == "rdma/shared_ib"
 
 
 def test_aks_shares_each_hca_1000_ways() -> None:
-    assert plugin_config(aks(rdmaSharedDevicePlugin="standalone"))["configList"][0]["rdmaHcaMax"] == 1000
+    assert (
+        plugin_config(
+            aks(rdmaSharedDevicePlugin="standalone").network,
+            physical_functions_only=_args(aks(rdmaSharedDevicePlugin="standalone")).physical_functions_only,
+        )["configList"][0]["rdmaHcaMax"]
+        == 1000
+    )
 
 
 def test_policy_and_standalone_carry_the_same_config() -> None:
     cfg = custom()
-    section = nic_cluster_policy(cfg)["spec"]["rdmaSharedDevicePlugin"]
-    assert section["config"] == config_map(cfg)["data"]["config.json"]
+    section = nic_cluster_policy(platform_args.nic_cluster_policy(cfg))["spec"]["rdmaSharedDevicePlugin"]
+    assert section["config"] == config_map(_args(cfg))["data"]["config.json"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -171,7 +188,12 @@ def test_policy_and_standalone_carry_the_same_config() -> None:
 @pytest.mark.parametrize("case", [defaults, custom], ids=["defaults", "custom"])
 def test_config_passes_the_webhook_schema(upstream: Path, case: Callable[[], StackConfig]) -> None:
     schema = json.loads((upstream / WEBHOOK_SCHEMAS / "rdma_shared_device_plugin.json").read_text())
-    assert [e.message for e in Draft4Validator(schema).iter_errors(plugin_config(case()))] == []
+    assert [
+        e.message
+        for e in Draft4Validator(schema).iter_errors(
+            plugin_config(case().network, physical_functions_only=_args(case()).physical_functions_only)
+        )
+    ] == []
 
 
 def test_upstream_example_config_keys_are_the_ones_we_use(upstream: Path) -> None:
@@ -183,7 +205,7 @@ def test_upstream_example_config_keys_are_the_ones_we_use(upstream: Path) -> Non
     )
     upstream_config = json.loads(example["data"]["config.json"])
     upstream_entry_keys = {k for entry in upstream_config["configList"] for k in entry} | {"resourcePrefix"}
-    ours = plugin_config(defaults())
+    ours = plugin_config(defaults().network, physical_functions_only=_args(defaults()).physical_functions_only)
     assert set(ours) <= set(upstream_config)
     assert {k for entry in ours["configList"] for k in entry} <= upstream_entry_keys
 
@@ -191,13 +213,13 @@ def test_upstream_example_config_keys_are_the_ones_we_use(upstream: Path) -> Non
 @pytest.mark.parametrize("case", [defaults, custom], ids=["defaults", "custom"])
 def test_objects_are_valid_kubernetes(case: Callable[[], StackConfig]) -> None:
     cfg = case()
-    kubernetes_validate.validate(config_map(cfg), K8S_VERSION, strict=True)
-    kubernetes_validate.validate(daemonset(cfg), K8S_VERSION, strict=True)
+    kubernetes_validate.validate(config_map(_args(cfg)), K8S_VERSION, strict=True)
+    kubernetes_validate.validate(daemonset(_args(cfg)), K8S_VERSION, strict=True)
 
 
 def test_a_config_change_rerolls_the_plugin() -> None:
     def annotation(cfg: StackConfig) -> str:
-        return str(daemonset(cfg)["spec"]["template"]["metadata"]["annotations"]["gpuaas.io/config-sha256"])
+        return str(daemonset(_args(cfg))["spec"]["template"]["metadata"]["annotations"]["gpuaas.io/config-sha256"])
 
     assert annotation(defaults()) != annotation(custom())
 
@@ -265,7 +287,7 @@ def test_component_refuses_the_non_standalone_modes() -> None:
 
     def program() -> None:
         try:
-            RdmaSharedDevicePlugin("rdma", NetworkArgs(cfg))
+            RdmaSharedDevicePlugin("rdma", platform_args.rdma_shared_device_plugin(cfg))
         except ValueError as e:
             errors.append(e)
 
@@ -275,7 +297,9 @@ def test_component_refuses_the_non_standalone_modes() -> None:
 
 def test_team_vfs_never_join_the_shared_pool() -> None:
     """A VF in the shared pool would give any pod its partition's GUID, past quota and NAD."""
-    with_partitions = plugin_config(defaults())["configList"][0]["selectors"]
+    with_partitions = plugin_config(
+        defaults().network, physical_functions_only=_args(defaults()).physical_functions_only
+    )["configList"][0]["selectors"]
     assert set(with_partitions["deviceIDs"]).isdisjoint(CONNECTX_VF_DEVICE_IDS)
     # ConnectX-5 (EDR) and ConnectX-7 (NDR) PFs are common on-prem: both stay in the pool.
     assert {"1017", "1021"} <= set(with_partitions["deviceIDs"])
@@ -283,6 +307,16 @@ def test_team_vfs_never_join_the_shared_pool() -> None:
     raw["teams"] = [{"name": "interns"}]
     del raw["platform"]["multus"]
     raw["network"]["rdmaSharedDevicePlugin"] = "nic-cluster-policy"
-    assert "deviceIDs" not in plugin_config(parse_config(raw))["configList"][0]["selectors"]
+    assert (
+        "deviceIDs"
+        not in plugin_config(
+            parse_config(raw).network, physical_functions_only=_args(parse_config(raw)).physical_functions_only
+        )["configList"][0]["selectors"]
+    )
     # AKS: the VM's HCAs are VFs themselves; filtering them out would leave nothing to share.
-    assert "deviceIDs" not in plugin_config(aks())["configList"][0]["selectors"]
+    assert (
+        "deviceIDs"
+        not in plugin_config(aks().network, physical_functions_only=_args(aks()).physical_functions_only)["configList"][
+            0
+        ]["selectors"]
+    )

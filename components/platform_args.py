@@ -1,0 +1,80 @@
+"""The stack config mapped onto each component's own arguments: the one place that reads ``StackConfig``
+for a component (issue #33).
+
+Every component takes ``(name, args, opts)`` with an arguments type of its own (a frozen dataclass in
+the component's module, every field documented there), so a program that is not gpuaas' can build one
+from hand-written arguments. :class:`components.platform.Platform` builds them from a parsed stack
+config through the functions below: pure (no resource is created here; ordering and the day-2 gate are
+handed in as values), one per component, tested in ``tests/test_platform_args.py``.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from components.fabric.ib_node_config import IbNodeConfigArgs
+from components.model import charts
+from components.model.capacity import sriov_partitions
+from components.model.config import StackConfig
+from components.operators.network_operator import DEFAULT_CNI_NETWORK_DIRECTORY, NetworkOperatorArgs
+from components.operators.nic_cluster_policy import NicClusterPolicyArgs
+from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePluginArgs
+
+#: The day-2 guards' gate (:meth:`components.platform.Platform._mig_gate`), handed through unchanged.
+Gate = pulumi.Output[bool] | None
+
+
+def chart_source(cfg: StackConfig, name: str) -> charts.Source:
+    """The chart ``name`` at the stack's pinned version, from the stack's chart source (``gpuaas:charts``)."""
+    return charts.source(cfg.charts, charts.chart(cfg.versions, name))
+
+
+def network_operator(cfg: StackConfig) -> NetworkOperatorArgs:
+    """The Network Operator: ``gpuaas:network``; on-prem Multus' CNI directory; on AKS the IB VFs' rule."""
+    onprem = cfg.onprem
+    return NetworkOperatorArgs(
+        network=cfg.network,
+        chart=chart_source(cfg, charts.NETWORK_OPERATOR),
+        cni_network_directory=(
+            onprem.multus.cni_conf_dir
+            if onprem is not None and onprem.multus is not None
+            else DEFAULT_CNI_NETWORK_DIRECTORY
+        ),
+        azure_vfs=cfg.aks is not None,
+    )
+
+
+def nic_cluster_policy(cfg: StackConfig, *, gate: Gate = None) -> NicClusterPolicyArgs:
+    """The NicClusterPolicy: ``gpuaas:network`` and ``versions``; on-prem the team partitions' VF pools,
+    Multus and the fabric's IPAM; on AKS the IB VFs' rule."""
+    onprem = cfg.onprem
+    return NicClusterPolicyArgs(
+        network=cfg.network,
+        versions=cfg.versions,
+        azure_vfs=cfg.aks is not None,
+        secondary_network=onprem is not None,
+        sriov_pkeys=tuple(part.pkey for _team, part in sriov_partitions(cfg)),
+        multus=onprem.multus if onprem is not None else None,
+        nv_ipam=onprem is not None and onprem.fabric.ipam == "nv-ipam",
+        gate=gate,
+    )
+
+
+def rdma_shared_device_plugin(cfg: StackConfig) -> RdmaSharedDevicePluginArgs:
+    """The standalone RDMA shared device plugin: physical functions only beside on-prem team VF pools."""
+    return RdmaSharedDevicePluginArgs(
+        network=cfg.network,
+        versions=cfg.versions,
+        physical_functions_only=cfg.onprem is not None and bool(sriov_partitions(cfg)),
+    )
+
+
+def ib_node_config(cfg: StackConfig) -> IbNodeConfigArgs:
+    """ib-node-config on every RDMA node: on-prem ``platform.nodes``, on AKS every ND pool at ``maxCount``."""
+    if cfg.onprem is not None:
+        nodes = len(cfg.onprem.nodes)
+    elif cfg.aks is not None:
+        nodes = sum(p.max_count for p in cfg.aks.gpu_pools)
+    else:
+        nodes = 0
+    return IbNodeConfigArgs(network=cfg.network, versions=cfg.versions, nodes=nodes)
