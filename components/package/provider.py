@@ -30,11 +30,11 @@ from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.experimental.schema import generate_schema
 from pulumi.provider.server import ComponentInitError
 
+from components import platform_args
 from components.clusters.aks import AksCluster as AksClusterComponent
 from components.clusters.onprem_nodes import OnPremNodes as OnPremNodesComponent
 from components.fabric import ib_node_config
 from components.fabric.ib_node_config import IbNodeConfig as IbNodeConfigComponent
-from components.k8s import NetworkArgs
 from components.operators import nic_cluster_policy
 from components.operators.gpu_operator import GpuOperator as GpuOperatorComponent
 from components.operators.network_operator import NetworkOperator as NetworkOperatorComponent
@@ -192,25 +192,25 @@ def _platform(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | No
 
 def _network_operator(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:
     cfg = stack_config("NetworkOperator", args)
-    c = NetworkOperatorComponent(name, cfg, opts)
+    c = NetworkOperatorComponent(name, platform_args.network_operator(cfg), opts)
     return c, {"namespace": cfg.network.namespace}
 
 
 def _nic_cluster_policy(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:
     cfg = stack_config("NicClusterPolicy", args)
-    c = NicClusterPolicyComponent(name, NetworkArgs(cfg, after=_after(opts)), opts)
+    c = NicClusterPolicyComponent(name, platform_args.nic_cluster_policy(cfg), opts)
     return c, {"policyName": nic_cluster_policy.NAME}
 
 
 def _ib_node_config(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:
     cfg = stack_config("IbNodeConfig", args)
-    c = IbNodeConfigComponent(name, NetworkArgs(cfg, after=_after(opts)), opts)
+    c = IbNodeConfigComponent(name, platform_args.ib_node_config(cfg), opts)
     return c, {"daemonsetName": ib_node_config.NAME}
 
 
 def _rdma_plugin(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:
     cfg = stack_config("RdmaSharedDevicePlugin", args)
-    c = RdmaPluginComponent(name, NetworkArgs(cfg, after=_after(opts)), opts)
+    c = RdmaPluginComponent(name, platform_args.rdma_shared_device_plugin(cfg), opts)
     return c, {"resourceName": f"{cfg.network.rdma_resource_prefix}/{cfg.network.rdma_resource_name}"}
 
 

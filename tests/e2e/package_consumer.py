@@ -19,7 +19,7 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.k8s import NetworkArgs
+from components import platform_args
 from components.model.config import StackConfig
 from components.operators.gpu_operator import GpuOperator
 from components.operators.network_operator import NetworkOperator
@@ -127,8 +127,9 @@ pulumi.export("team", vision.namespace)
 
 def build_in_process(cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
     """The same four components from the repository's own classes (what :data:`PROGRAM` declares)."""
-    operator = NetworkOperator("lab-network-operator", cfg, opts)
-    policy = NicClusterPolicy("lab-nic-cluster-policy", NetworkArgs(cfg, after=[operator.release]), opts)
+    operator = NetworkOperator("lab-network-operator", platform_args.network_operator(cfg), opts)
+    after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[operator]))
+    policy = NicClusterPolicy("lab-nic-cluster-policy", platform_args.nic_cluster_policy(cfg), after)
     GpuOperator("lab-gpu-operator", cfg, opts, depends_on=[policy.policy])
     team = TeamComponent("lab-teams", opts)
     Teams("lab-teams", cfg, pulumi.ResourceOptions(parent=team), depends_on=[policy.policy])

@@ -15,9 +15,9 @@ import pulumi
 import pytest
 from pulumi.provider.experimental.component import ComponentProvider
 
+from components import platform_args
 from components.clusters.onprem_nodes import OnPremNodes
 from components.fabric.ib_node_config import IbNodeConfig
-from components.k8s import NetworkArgs
 from components.loader import parse_config
 from components.model.errors import ConfigError
 from components.operators.gpu_operator import GpuOperator
@@ -215,8 +215,8 @@ def test_the_four_components_built_through_the_provider_make_the_stack_programs_
                 "charts": {"directory": "/charts"},
             }
         )
-        NetworkOperator("lab-no", cfg)
-        NicClusterPolicy("lab-ncp", NetworkArgs(cfg))
+        NetworkOperator("lab-no", platform_args.network_operator(cfg))
+        NicClusterPolicy("lab-ncp", platform_args.nic_cluster_policy(cfg))
         GpuOperator("lab-gpu", cfg)
         Teams("lab-teams", cfg, pulumi.ResourceOptions(parent=TeamComponent("lab-teams")))
 
@@ -237,10 +237,10 @@ def test_the_four_components_built_through_the_provider_make_the_stack_programs_
 STANDALONE: t.NetworkConfig = {"rdma_shared_device_plugin": t.NetworkRdmaSharedDevicePlugin.STANDALONE}
 #: Package-form arguments of the other components, and the stack program's build of the same values.
 OTHERS: dict[str, tuple[dict[str, Any], Any]] = {
-    "IbNodeConfig": ({"platform": ONPREM}, lambda cfg: IbNodeConfig("c", NetworkArgs(cfg))),
+    "IbNodeConfig": ({"platform": ONPREM}, lambda cfg: IbNodeConfig("c", platform_args.ib_node_config(cfg))),
     "RdmaSharedDevicePlugin": (
         {"platform": ONPREM, "network": STANDALONE},
-        lambda cfg: RdmaSharedDevicePlugin("c", NetworkArgs(cfg)),
+        lambda cfg: RdmaSharedDevicePlugin("c", platform_args.rdma_shared_device_plugin(cfg)),
     ),
     "OnPremNodes": ({"platform": ONPREM}, lambda cfg: OnPremNodes("c", cfg)),
     "Platform": ({"platform": ONPREM, "teams": [TEAM]}, lambda cfg: Platform("c", cfg)),
