@@ -5,6 +5,9 @@ provider host reads types (see :mod:`components.package.generate` for why each r
 ``from __future__ import annotations``, enums for literals, one optional field per member of a
 union, each field's description the string right after it. The components' own arguments are
 the model's; :mod:`components.package.mapping` turns these dicts into them.
+
+One piece: generated from the whole config model at once, and read by Pulumi's analyzer as one
+module of types (a type's name is its identity in the package schema).
 """
 
 import enum
