@@ -17,6 +17,7 @@ import ast
 import inspect
 import itertools
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -43,6 +44,7 @@ from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePlugi
 from components.package import types as t
 from components.package.mapping import platform_config, stack_config
 from components.platform import Platform as PlatformComponent
+from components.runtime import drop_sdk_debug, tune_collector
 from components.tenancy.teams import Teams
 
 #: The package name: the type tokens are ``gpuaas:index:<Component>``, as in a stack program.
@@ -324,5 +326,13 @@ def schema() -> dict[str, Any]:
 
 
 def serve(args: list[str]) -> None:
-    """Serve the provider (``args``: the engine's, as the plugin's ``__main__.py`` got them)."""
+    """Serve the provider (``args``: the engine's, as the plugin's ``__main__.py`` got them).
+
+    As the stack program runs (``__main__.py``, components/runtime.py): the collector's thresholds
+    raised, the SDK's blocking debug messages dropped unless GPUAAS_SDK_DEBUG asks for them.
+    """
+    tune_collector()
+    warning = drop_sdk_debug(os.environ)
+    if warning is not None:
+        print(warning, file=sys.stderr)
     provider_main(GpuaasProvider(), args)
