@@ -1,0 +1,1 @@
+"""The components as a Pulumi component package: package-facing types, their mapping, the provider."""
