@@ -26,8 +26,8 @@ from components.loader import parse_stack
 from components.model import kubernetes
 from components.model.config import StackConfig
 from components.model.versions import Versions
+from components.observability.groups import rule_groups
 from components.observability.promql import Alert, Recording
-from components.observability.rules import rule_groups
 from components.plan import reference
 from components.plan.offline import ROOT
 

@@ -12,7 +12,7 @@ from tests.observability.configs import observed, sm_in_cluster
 
 PAGES = ROOT / RUNBOOK_DIR
 #: The folder's own index, not an alert's page.
-INDEX = "README.md"
+INDEX = "index.md"
 
 
 def every_alert() -> set[str]:
