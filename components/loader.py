@@ -27,7 +27,7 @@ from components.model.config import KNOWN_CONFIG_NAMESPACES, StackConfig
 from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
 from components.model.grammar import control_character_issues
 from components.rules import check
-from components.rules.versions import os_sku_warnings, support_warnings
+from components.rules.versions import os_sku_warnings, past_end, support_warnings
 
 NAMESPACE = "gpuaas"
 
@@ -158,10 +158,13 @@ def render_located(err: ConfigError, file: Path) -> str:
 # The config
 
 
-def parse_config(raw: Mapping[str, Any], today: datetime.date = kubernetes.REVIEWED) -> StackConfig:
+def parse_config(raw: Mapping[str, Any], today: datetime.date = kubernetes.REVIEWED, plan: bool = False) -> StackConfig:
     """Validate ``raw`` (the ``gpuaas:*`` keys without their prefix) into a :class:`StackConfig`.
 
     ``today`` judges the Kubernetes version's support dates (:mod:`components.rules.versions`).
+    ``plan``: for the offline plan only, a minor past its end of support is no problem (the plan says
+    so loudly instead): a lagging cluster's team must see the plan its upgrade starts from; the
+    deploy refuses it.
     """
     booleans = list(typewalk.booleans(dict(raw), StackConfig))
     controls = sorted(set(control_character_issues(dict(raw))) | {issue for _loc, issue in booleans})
@@ -175,6 +178,8 @@ def parse_config(raw: Mapping[str, Any], today: datetime.date = kubernetes.REVIE
         issues = from_validation_error(err, allowed_keys())
         raise ConfigError(_merge(controls, set(issues) | set(_rules_beside(raw, err, today)))) from None
     issues = check(cfg, today)
+    if plan:
+        issues = [i for i in issues if i != past_end(cfg, today)]
     if issues or controls:
         raise ConfigError(_merge(controls, issues))
     return cfg
@@ -186,7 +191,9 @@ def _merge(first: list[Issue], rest: Any) -> list[Issue]:
     return sorted(set(first) | {i for i in rest if i.path not in taken})
 
 
-def parse_stack(config: Mapping[str, Any], today: datetime.date = kubernetes.REVIEWED) -> StackConfig:
+def parse_stack(
+    config: Mapping[str, Any], today: datetime.date = kubernetes.REVIEWED, plan: bool = False
+) -> StackConfig:
     """:func:`parse_config` on a stack's whole config map, plus what spans namespaces.
 
     ``azure-native:location`` is the provider's default region; a stack whose AKS platform says
@@ -195,7 +202,7 @@ def parse_stack(config: Mapping[str, Any], today: datetime.date = kubernetes.REV
     """
     issues: list[Issue] = namespace_issues(config)
     try:
-        cfg = parse_config(gpuaas_section(config), today)
+        cfg = parse_config(gpuaas_section(config), today, plan)
     except ConfigError as err:
         issues += err.issues
         cfg = None
@@ -375,13 +382,18 @@ def load_config(today: datetime.date) -> StackConfig:
     # Imported here, not at the top: parse_config (the plan, the tests, the benchmarks) must not load the SDK.
     import pulumi
     from pulumi.runtime import config as runtime_config
+    from pulumi.runtime.mocks import MockMonitor
+    from pulumi.runtime.settings import get_monitor
 
+    # Under the SDK's mock monitor no engine is there to deploy anything: the offline plan (which
+    # only a mock runtime can be; a user cannot make `pulumi up` one) plans a minor past its end.
+    offline = isinstance(get_monitor(), MockMonitor)
     try:
         raw = raw_from_pulumi()
         # Every key of the stack, the gpuaas ones decoded: parse_stack refuses unknown namespaces.
         everything = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
         config = {**everything, **{f"{NAMESPACE}:{k}": v for k, v in raw.items()}}
-        cfg = parse_stack(config, today)
+        cfg = parse_stack(config, today, plan=offline)
         # The one check that reads this machine: a chart mirror folder holds every chart the
         # stack installs (what Helm will open), before any resource is registered.
         wanted = charts.stack_charts(cfg.versions, cfg.queues.elastic, hami.uses_hami(cfg))
@@ -392,4 +404,7 @@ def load_config(today: datetime.date) -> StackConfig:
         raise pulumi.RunError(err.render()) from None
     for warning in [*support_warnings(cfg, today), *os_sku_warnings(cfg)]:
         pulumi.log.warn(warning)
+    ended = past_end(cfg, today)
+    if ended is not None:  # offline only: otherwise parse_stack refused it above
+        pulumi.log.warn(f"PLAN ONLY, `pulumi up` refuses this stack: {ended}")
     return cfg

@@ -36,7 +36,7 @@ from components.plan.index import INDEX
 from components.plan.offline import ROOT
 from components.plan.previous import read_previous
 from components.plan.stdout import emit
-from components.plan.writer import GUARDS_PREFIX, PLAN_MARKERS, plan_target, write_plan
+from components.plan.writer import GUARDS_PREFIX, PLAN_MARKERS, WARNING, plan_target, write_plan
 
 SUMMARY = "summary.txt"
 #: Files every plan has that say nothing an object diff does not (the summary is read on its own).
@@ -120,6 +120,8 @@ def _counts(added: int, changed: int, removed: int) -> str:
 def render(diff: PlanDiff, base: Mapping[str, str], head: Mapping[str, str], title: str) -> str:
     """The report: counts, the grouped file list, then the unified diffs."""
     lines = [title, _counts(len(diff.added), len(diff.changed), len(diff.removed))]
+    # What the head's summary says a reviewer must read first (a deploy the plan cannot have).
+    lines += [line for line in head.get(SUMMARY, "").splitlines() if line.startswith(WARNING)]
     if diff.empty:
         lines.append("No change to the offline plan.")
         return "\n".join(lines) + "\n"

@@ -179,8 +179,10 @@ def render_summary(
     counts: Mapping[str, Counter[str]],
     files: Mapping[str, str],
     guards: str | None = None,
+    warnings: Sequence[str] = (),
 ) -> str:
-    """The plan summary text; ``guards``: what the day-2 guards compared the plan against."""
+    """The plan summary text; ``guards``: what the day-2 guards compared the plan against;
+    ``warnings``: lines a reviewer reads first (each starts with ``WARNING: ``), below the target."""
     out: list[str] = []
     p = cfg.platform
     total = sum(sum(c.values()) for c in counts.values())
@@ -189,6 +191,7 @@ def render_summary(
     out.append(f"Target: {target(cfg)}")
     if guards is not None:
         out.append(guards)
+    out.extend(warnings)
     out.append("")
 
     out.append("Node groups" if p.kind == "onprem" else "GPU pools (capacity at maxCount)")

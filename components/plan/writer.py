@@ -28,8 +28,10 @@ import yaml
 
 from components.loader import parse_stack, render_located
 from components.model import yamlfile
+from components.model.config import StackConfig
 from components.model.errors import ConfigError, Issue
 from components.model.grammar import stack_name_problem
+from components.model.kubernetes import REVIEWED
 from components.plan.api_limits import object_size_issues
 from components.plan.index import INDEX, plan_index, resource_counts
 from components.plan.offline import ROOT, Record, Run, gc_paused, run_program, stack_config
@@ -37,6 +39,7 @@ from components.plan.offline import stack_file as own_file
 from components.plan.previous import FORMAT_KEY, STACK_KEY, check_written_by, read_previous
 from components.plan.stdout import emit
 from components.plan.summary import render_summary
+from components.rules.versions import past_end
 
 _TOP_ORDER = ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "rules", "subjects", "roleRef")
 _SKIP_TYPES = ("pulumi:providers:",)
@@ -252,7 +255,9 @@ def write_plan(
     config = stack_config(stack, stack_file)
     if stack_file is not None:
         check_stack_kind(stack, stack_file, config)
-    cfg = parse_stack(config)  # bad config stops here, before the program registers anything
+    # Bad config stops here, before the program registers anything; a minor past its end is planned
+    # (the deploy refuses it) with a warning at the top of the summary and the diff.
+    cfg = parse_stack(config, plan=True)
     last = dict(previous) if isinstance(previous, Mapping) else read_previous(previous, stack, first_run)
     if last is not None:
         check_written_by(
@@ -264,7 +269,9 @@ def write_plan(
         too_big = object_size_issues([manifest(r) for r in run.records if _is_object(r)], config)
         if too_big:  # refused by the API server mid-`pulumi up`: refused here, naming the key
             raise ConfigError(too_big)
-        summary = render_summary(cfg, run, resource_counts(run), files, guards_line(previous, first_run))
+        summary = render_summary(
+            cfg, run, resource_counts(run), files, guards_line(previous, first_run), plan_warnings(cfg, last)
+        )
     files["summary.txt"] = summary
     write_tree(target, files)
     return run, summary
@@ -318,6 +325,19 @@ def guards_line(previous: Path | Mapping[str, Any] | None, first_run: bool) -> s
         f"{GUARDS_PREFIX}: NOT CHECKED (no --previous: this plan is not compared with the stack's last run); "
         + COMPARE_WITH_BASE
     )
+
+
+#: How a summary line that must be read first starts; the plan diff puts these lines at its top.
+WARNING = "WARNING: "
+
+
+def plan_warnings(cfg: StackConfig, last: Mapping[str, Any] | None) -> list[str]:
+    """What a reviewer must read before anything else: a deploy this plan cannot have."""
+    out: list[str] = []
+    ended = past_end(cfg, REVIEWED)
+    if ended is not None:
+        out.append(f"{WARNING}PLAN ONLY: `pulumi up` refuses this stack: {ended}")
+    return out
 
 
 def plan_target(stack: str, out: Path) -> Path:

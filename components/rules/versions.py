@@ -69,19 +69,38 @@ def _support(cfg: StackConfig, today: date) -> Iterator[Issue]:
             f"{f': GA {row.aks_ga}' if row.aks_ga else ''}); {choose}",
         )
         return
+    ended = past_end(cfg, today)
+    if ended is not None:
+        yield ended
+
+
+def past_end(cfg: StackConfig, today: date) -> Issue | None:
+    """The problem of a minor past its end of life (upstream) or of AKS standard support, else ``None``.
+
+    The one version problem that refuses the deploy but not the offline plan (issue 35, item 10):
+    a team on a lagging cluster must still see the plan it prepares its upgrade with.
+    """
+    aks = isinstance(cfg.platform, AksPlatform)
+    version, minor = _declared(cfg)
+    row = k8s.support(minor) if minor is not None else None
+    if version is None or minor is None or row is None:
+        return None
     end = k8s.end_of(row, aks)
-    if end is not None and end < today:
-        what = "AKS standard support" if aks else "life"
-        source = k8s.AKS_CALENDAR if aks else k8s.UPSTREAM
-        after = "; only AKS's paid long-term support (premium tier) still runs it" if aks else ""
-        nxt = k8s.fmt((minor[0], minor[1] + 1))
-        how = (
-            f"upgrade one minor at a time (platform.kubernetesVersion {nxt}, README 'Upgrading Kubernetes')"
-            if aks
-            else "upgrade the cluster, then declare its version"
-        )
-        reached = f"Kubernetes {row.name} reached the end of its {what} on {end} ({source}){after}"
-        yield Issue(KEY, f"{version}: {reached}; {how}; {choose}")
+    if end is None or end >= today:
+        return None
+    what = "AKS standard support" if aks else "life"
+    source = k8s.AKS_CALENDAR if aks else k8s.UPSTREAM
+    after = "; only AKS's paid long-term support (premium tier) still runs it" if aks else ""
+    nxt = k8s.fmt((minor[0], minor[1] + 1))
+    how = (
+        f"upgrade one minor at a time (platform.kubernetesVersion {nxt}, README 'Upgrading Kubernetes')"
+        if aks
+        else "upgrade the cluster, then declare its version"
+    )
+    reached = f"Kubernetes {row.name} reached the end of its {what} on {end} ({source}){after}"
+    allowed = k8s.supported(today, aks)
+    choose = f"supported {'on AKS' if aks else 'upstream'} on {today}: {_minors(allowed, aks)}"
+    return Issue(KEY, f"{version}: {reached}; {how}; {choose}")
 
 
 def support_warnings(cfg: StackConfig, today: date) -> list[str]:

@@ -321,9 +321,13 @@ def test_the_plan_never_depends_on_the_date(
         assert warned == ([] if day == "2026-12-01" else [warned[0]]), warned
     assert trees[0] == trees[1]
     assert "in 44 days" in warned[0]
-    # Past the end of life the same stack is refused before anything is planned.
+    # Past the end of life the same stack is still planned (issue 35, item 10: only the deploy is
+    # refused), saying so on the console; the plan's bytes still do not depend on the date.
     monkeypatch.setenv(TODAY_ENV, "2027-03-01")
-    assert main(["onprem", "--stack-file", str(stack), "--out", str(tmp_path / "late"), "--quiet"]) == 2
+    caplog.clear()
+    assert main(["onprem", "--stack-file", str(stack), "--out", str(tmp_path / "late"), "--quiet"]) == 0
+    assert any("PLAN ONLY, `pulumi up` refuses this stack" in r.getMessage() for r in caplog.records)
+    assert _tree(tmp_path / "late") == trees[0]
 
 
 def test_a_bad_date_override_is_a_clean_error(monkeypatch: pytest.MonkeyPatch) -> None:
