@@ -52,10 +52,10 @@ class NodeGroup(GpuSharing):
     name: DnsLabel
     gpu_model: str
     gpus_per_node: PositiveInt = 8
-    #: RDMA device names of the InfiniBand HCAs (``ibv_devices``); their order fixes HCA indices in GUIDs.
     hcas: Annotated[list[HcaName], AfterValidator(_some_hcas)] = Field(
         default_factory=lambda: [f"mlx5_{i}" for i in range(8)]
     )
+    """RDMA device names of the InfiniBand HCAs (``ibv_devices``); their order fixes HCA indices in GUIDs."""
 
 
 class Node(Model):
@@ -70,18 +70,18 @@ class OnPremPlatform(Model):
     """An existing bare-metal cluster with ConnectX HCAs, SR-IOV VFs and OpenSM."""
 
     kind: Literal["onprem"]
-    #: kubeconfig context to deploy to; ``None`` uses the ambient kubeconfig's current context.
     kubeconfig_context: KubeconfigContext | None = None
-    #: The cluster's Kubernetes version (``kubectl version``, e.g. ``1.37.2``), declared because
-    #: gpuaas does not create this cluster. Required: checked against the support dates
-    #: (components/model/kubernetes.py) and what moves with the minor (components/rules/versions.py).
-    #: Optional in the model only so that every other problem is still reported when it is missing.
+    """kubeconfig context to deploy to; ``None`` uses the ambient kubeconfig's current context."""
     kubernetes_version: str | None = None
+    """The cluster's Kubernetes version (``kubectl version``, e.g. ``1.37.2``), declared because
+    gpuaas does not create this cluster. Required: checked against the support dates
+    (components/model/kubernetes.py) and what moves with the minor (components/rules/versions.py).
+    Optional in the model only so that every other problem is still reported when it is missing."""
     node_groups: list[NodeGroup]
     nodes: list[Node]
     fabric: Fabric = Fabric()
-    #: Required once a team has a P_Key partition (its NAD goes through Multus).
     multus: Multus | None = None
+    """Required once a team has a P_Key partition (its NAD goes through Multus)."""
 
     @cached_property
     def groups_by_name(self) -> dict[str, NodeGroup]:
@@ -94,8 +94,8 @@ class OnPremPlatform(Model):
 
 class ResourceGroup(Model):
     name: AzureResourceGroupName
-    #: ``False``: the group exists and is only referenced.
     create: bool = True
+    """``False``: the group exists and is only referenced."""
 
 
 class SystemPool(Model):
@@ -103,8 +103,8 @@ class SystemPool(Model):
 
     name: AksPoolName = "system"
     vm_size: AzureVmSize = "Standard_D8ds_v5"
-    #: One OS SKU for the whole cluster; ``Ubuntu2204`` runs up to Kubernetes 1.36 (components/rules/versions.py).
     os_sku: Literal["Ubuntu2204", "Ubuntu2404"] = "Ubuntu2204"
+    """One OS SKU for the whole cluster; ``Ubuntu2204`` runs up to Kubernetes 1.36 (components/rules/versions.py)."""
     min_count: int = 1
     max_count: PositiveInt = 3
 
@@ -114,10 +114,10 @@ class GpuPool(GpuSharing):
 
     name: AksPoolName
     vm_size: str = "Standard_ND96isr_H100_v5"
-    #: Pinned because NVIDIA's DOCA and driver images are built per OS release. ``Ubuntu2204`` runs
-    #: up to Kubernetes 1.36, ``Ubuntu2404`` from 1.32 to 1.38; every pool runs the same one
-    #: (components/rules/versions.py; README, "Upgrading Kubernetes").
     os_sku: Literal["Ubuntu2204", "Ubuntu2404"] = "Ubuntu2204"
+    """Pinned because NVIDIA's DOCA and driver images are built per OS release. ``Ubuntu2204`` runs
+    up to Kubernetes 1.36, ``Ubuntu2404`` from 1.32 to 1.38; every pool runs the same one
+    (components/rules/versions.py; README, "Upgrading Kubernetes")."""
     min_count: NonNegativeInt = 0
     max_count: PositiveInt = 2
     taints: list[Taint] = Field(default_factory=lambda: ["nvidia.com/gpu=present:NoSchedule"])
@@ -134,21 +134,21 @@ class AksPlatform(Model):
 
     kind: Literal["aks"]
     subscription_id: AzureSubscriptionId
-    #: Must agree with ``azure-native:location`` where the stack sets it (components/loader.py parse_stack).
     location: AzureLocation
+    """Must agree with ``azure-native:location`` where the stack sets it (components/loader.py parse_stack)."""
     resource_group: ResourceGroup
     cluster_name: DnsLabel
     kubernetes_version: KubernetesVersion = versions.AKS_KUBERNETES
-    #: Use an existing cluster (``clusterName`` in ``resourceGroup``, which must then have
-    #: ``create: false``) instead of creating one: nothing in Azure is created or changed, only
-    #: its user credentials are read; ``gpuPools`` then describe the pools it already has.
     existing_cluster: bool = False
-    #: Register the ``AKSInfinibandSupport`` preview feature (a pool's VMs on one IB network).
-    #: Subscription-wide: it applies to every AKS cluster in the subscription and is kept when the
-    #: stack is destroyed. Asynchronous: Azure returns while it is still ``Registering``; pools
-    #: created before ``Registered`` get no IB placement, so register once out of band or rerun
-    #: ``pulumi up`` once ``az feature show`` reports ``Registered``.
+    """Use an existing cluster (``clusterName`` in ``resourceGroup``, which must then have
+    ``create: false``) instead of creating one: nothing in Azure is created or changed, only
+    its user credentials are read; ``gpuPools`` then describe the pools it already has."""
     register_infiniband_feature: bool = False
+    """Register the ``AKSInfinibandSupport`` preview feature (a pool's VMs on one IB network).
+    Subscription-wide: it applies to every AKS cluster in the subscription and is kept when the
+    stack is destroyed. Asynchronous: Azure returns while it is still ``Registering``; pools
+    created before ``Registered`` get no IB placement, so register once out of band or rerun
+    ``pulumi up`` once ``az feature show`` reports ``Registered``."""
     system_pool: SystemPool = SystemPool()
     gpu_pools: list[GpuPool]
 

@@ -29,9 +29,9 @@ class MigConfig(Model):
 
     layout: str | None = None
     profiles: dict[str, PositiveInt] | None = None
-    #: Acknowledges that changing this layout evicts every GPU pod on the group's nodes. Without
-    #: it a run whose layout differs from the last run's stops (components/guards/mig.py).
     reconfigure: bool = False
+    """Acknowledges that changing this layout evicts every GPU pod on the group's nodes. Without
+    it a run whose layout differs from the last run's stops (components/guards/mig.py)."""
 
     @model_validator(mode="after")
     def _one_of(self) -> MigConfig:
@@ -74,18 +74,18 @@ class Hami(Model):
     settings are HAMi's cluster-wide chart values, so every HAMi group of a stack states the same.
     """
 
-    #: Slices per GPU: at most this many pods share one card (``devicePlugin.deviceSplitCount``).
     split_count: int = 10
-    #: The part of each GPU's memory HAMi hands out (``devicePlugin.deviceMemoryScaling``), 0 < s <= 1.
-    #: Above 1 is HAMi's experimental oversubscription (memory spilled to the host), not offered.
+    """Slices per GPU: at most this many pods share one card (``devicePlugin.deviceSplitCount``)."""
     memory_scaling: float = 1.0
-    #: HAMi-core's SM limit policy (``devices.nvidia.gpuCorePolicy``, which HAMi's webhook hands to the
-    #: container as ``GPU_CORE_UTILIZATION_POLICY``; HAMi pkg/device/nvidia/device.go): ``default``
-    #: (HAMi-core's own), ``force`` or ``disable`` (no SM limit: ``vgpu-cores`` is then counted, not enforced).
+    """The part of each GPU's memory HAMi hands out (``devicePlugin.deviceMemoryScaling``), 0 < s <= 1.
+    Above 1 is HAMi's experimental oversubscription (memory spilled to the host), not offered."""
     core_policy: Literal["default", "force", "disable"] = "default"
-    #: ``devicePlugin`` (HAMi's device plugin and scheduler extender) or ``dra`` (HAMi's DRA driver,
-    #: which needs Kubernetes 1.36: components/rules/hami.py).
+    """HAMi-core's SM limit policy (``devices.nvidia.gpuCorePolicy``, which HAMi's webhook hands to the
+    container as ``GPU_CORE_UTILIZATION_POLICY``; HAMi pkg/device/nvidia/device.go): ``default``
+    (HAMi-core's own), ``force`` or ``disable`` (no SM limit: ``vgpu-cores`` is then counted, not enforced)."""
     driver: Literal["devicePlugin", "dra"] = "devicePlugin"
+    """``devicePlugin`` (HAMi's device plugin and scheduler extender) or ``dra`` (HAMi's DRA driver,
+    which needs Kubernetes 1.36: components/rules/hami.py)."""
 
     @field_validator("split_count")
     @classmethod

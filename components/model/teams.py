@@ -30,9 +30,9 @@ class OnPremPartition(Model):
     pkey: PKey
     vf_index: NonNegativeInt
     ipoib: bool = True
-    #: Acknowledges that changing this ``pkey`` or ``vfIndex`` moves the team's VFs to another
-    #: partition or pool under its running pods. Without it such a run stops (components/guards/fabric.py).
     reconfigure: bool = False
+    """Acknowledges that changing this ``pkey`` or ``vfIndex`` moves the team's VFs to another
+    partition or pool under its running pods. Without it such a run stops (components/guards/fabric.py)."""
 
 
 class AksPartition(Model):
@@ -66,25 +66,25 @@ class HamiQuota(Model):
     components/model/hami.py.
     """
 
-    #: Slices (``nvidia.com/vgpu``), at most ``splitCount`` per GPU.
     gpus: NonNegativeInt = 0
-    #: Device memory of all the team's slices together, whole MiB (e.g. ``160Gi``).
+    """Slices (``nvidia.com/vgpu``), at most ``splitCount`` per GPU."""
     memory: MemoryMiB = "0"
-    #: SM share of all the team's slices together, in percent of one GPU (``400``: four GPUs' worth).
+    """Device memory of all the team's slices together, whole MiB (e.g. ``160Gi``)."""
     cores: NonNegativeInt = 0
+    """SM share of all the team's slices together, in percent of one GPU (``400``: four GPUs' worth)."""
 
 
 class Quota(Model):
     """A team's quota. Extended resources are quota'd as ``requests.<resource>`` (Kubernetes docs)."""
 
     gpus: NonNegativeInt = 0
-    #: MIG instances per profile name, e.g. ``{"1g.10gb": 4}`` (mixed strategy).
     mig: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    """MIG instances per profile name, e.g. ``{"1g.10gb": 4}`` (mixed strategy)."""
     time_sliced_gpus: NonNegativeInt = 0
-    #: On-prem: VFs of the team's partition; AKS: RDMA shared-device slots.
     rdma: NonNegativeInt = 0
-    #: HAMi slices (node groups with ``hami``).
+    """On-prem: VFs of the team's partition; AKS: RDMA shared-device slots."""
     hami: HamiQuota = HamiQuota()
+    """HAMi slices (node groups with ``hami``)."""
     cpu: Quantity = "64"
     memory: Quantity = "512Gi"
     pods: PositiveInt = 200
@@ -94,20 +94,20 @@ class Team(Model):
     """A tenant: a namespace with a quota, RBAC for its groups, and optionally an IB partition."""
 
     name: DnsLabel
-    #: Defaults to the team name.
     namespace: DnsLabel | None = None
-    #: Identity-provider groups bound to the team's workload role.
+    """Defaults to the team name."""
     groups: list[LineText] = Field(default_factory=list)
-    #: Pod Security ``privileged`` instead of ``baseline``: only for teams that truly need it.
+    """Identity-provider groups bound to the team's workload role."""
     privileged: bool = False
-    #: Pulumi ``protect`` on the namespace: deleting it deletes every workload and volume claim
-    #: of the team. To retire a team, set ``false``, run ``pulumi up``, then remove the team.
+    """Pod Security ``privileged`` instead of ``baseline``: only for teams that truly need it."""
     protect: bool = True
+    """Pulumi ``protect`` on the namespace: deleting it deletes every workload and volume claim
+    of the team. To retire a team, set ``false``, run ``pulumi up``, then remove the team."""
     partition: Partition | None = None
     quota: Quota = Quota()
     queue: TeamQueue = TeamQueue()
-    #: Run the ib_write_bw and NCCL proofs for this team after every ``pulumi up``.
     verify: bool = False
+    """Run the ib_write_bw and NCCL proofs for this team after every ``pulumi up``."""
 
     @property
     def ns(self) -> str:

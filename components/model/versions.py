@@ -121,27 +121,27 @@ class Versions(Model):
     opensm_image: ImageRepository = OPENSM_IMAGE
     opensm: ImageTag = OPENSM
     perftest_image: ImageRepository = PERFTEST_IMAGE
-    #: A pinned tag of ``perftestImage``; unset where the digest pins it (upstream tags only ``latest``).
     perftest: ImageTag | None = PERFTEST
-    #: ``sha256:…``; wins over the tag when both are set (the runtime pulls by digest).
+    """A pinned tag of ``perftestImage``; unset where the digest pins it (upstream tags only ``latest``)."""
     perftest_digest: ImageDigest | None = PERFTEST_DIGEST
+    """``sha256:…``; wins over the tag when both are set (the runtime pulls by digest)."""
     pytorch_image: ImageRepository = PYTORCH_IMAGE
     pytorch: ImageTag = PYTORCH
-    #: GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default.
     gpu_driver: ImageTag | None = None
-    #: NVIDIA DRA driver for GPUs (``gpuOperator.resourceModel: dra``): repository and tag of the
-    #: ``dra-driver-nvidia-gpu`` image the GPUCluster names.
+    """GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default."""
     dra_driver_repository: str = DRA_DRIVER_REPOSITORY
+    """NVIDIA DRA driver for GPUs (``gpuOperator.resourceModel: dra``): repository and tag of the
+    ``dra-driver-nvidia-gpu`` image the GPUCluster names."""
     dra_driver: ImageTag = DRA_DRIVER
-    #: Kueue (``gpuaas:queues``): its chart (an OCI reference, no repository) and manager image.
     kueue_chart: ChartVersion = KUEUE_CHART
+    """Kueue (``gpuaas:queues``): its chart (an OCI reference, no repository) and manager image."""
     kueue_chart_ref: str = KUEUE_CHART_REF
     kueue_image: str = KUEUE_IMAGE
     kueue: ImageTag = KUEUE
-    #: HAMi (node groups with ``hami``): its chart repository and version, its image (device plugin,
-    #: scheduler extender, monitor), the kube-scheduler repository (tagged with the cluster's declared
-    #: version) and the webhook certificate job's image.
     hami_helm_repository: RepositoryUrl = HAMI_HELM_REPO
+    """HAMi (node groups with ``hami``): its chart repository and version, its image (device plugin,
+    scheduler extender, monitor), the kube-scheduler repository (tagged with the cluster's declared
+    version) and the webhook certificate job's image."""
     hami_chart: ChartVersion = HAMI_CHART
     hami_image: ImageRepository = HAMI_IMAGE
     hami: ImageTag = HAMI
