@@ -120,11 +120,13 @@ def render() -> str:
         seen.add((where, model))
         doc = " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
         title = f"`{where}`" if where else "Top-level keys (`gpuaas:<key>`)"
-        out.extend([f"#### {title} — {model.__name__}", "", doc, "", "| key | type | default |", "|---|---|---|"])
+        out.extend([f"#### {title} — {model.__name__}", "", doc, "", "| key | type | default | description |", "|---|---|---|---|"])
         children: list[tuple[type[BaseModel], str]] = []
         for name, field in model.model_fields.items():
             key = field.alias or name
-            out.append(f"| `{key}` | {_field_type(field)} | {_default(field)} |")
+            # The field's description: the string literal after it in the model (use_attribute_docstrings).
+            about = " ".join((field.description or "").split()).replace("|", "\\|")
+            out.append(f"| `{key}` | {_field_type(field)} | {_default(field)} | {about} |")
             for sub in _models(field.annotation):
                 is_list = typing.get_origin(field.annotation) is list
                 prefix = f"{where}." if where else ""
