@@ -120,7 +120,16 @@ def render() -> str:
         seen.add((where, model))
         doc = " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
         title = f"`{where}`" if where else "Top-level keys (`gpuaas:<key>`)"
-        out.extend([f"#### {title} — {model.__name__}", "", doc, "", "| key | type | default | description |", "|---|---|---|---|"])
+        out.extend(
+            [
+                f"#### {title} — {model.__name__}",
+                "",
+                doc,
+                "",
+                "| key | type | default | description |",
+                "|---|---|---|---|",
+            ]
+        )
         children: list[tuple[type[BaseModel], str]] = []
         for name, field in model.model_fields.items():
             key = field.alias or name
