@@ -28,7 +28,11 @@ class MigConfig(Model):
     """
 
     layout: str | None = None
+    """A named MIG layout: ``all-disabled``, ``all-balanced``, ``all-<profile>`` or ``<n>x<profile>`` terms joined
+    by ``-`` (e.g. ``1x4g.40gb-3x1g.10gb``); not with ``profiles``."""
     profiles: dict[str, PositiveInt] | None = None
+    """An explicit MIG layout: instances of each profile per GPU (e.g. ``{1g.10gb: 7}``); not with ``layout``.
+    Neither set means ``all-disabled``."""
     reconfigure: bool = False
     """Acknowledges that changing this layout evicts every GPU pod on the group's nodes. Without
     it a run whose layout differs from the last run's stops (components/guards/mig.py)."""
@@ -48,6 +52,8 @@ class TimeSlicing(Model):
     """Time-slicing: each GPU is advertised ``replicas`` times as ``nvidia.com/gpu.shared``."""
 
     replicas: int
+    """How many times each GPU is advertised as ``nvidia.com/gpu.shared``, i.e. how many pods share one GPU: 1 to
+    110 (the kubelet's default ``maxPods``)."""
 
     @field_validator("replicas")
     @classmethod
@@ -115,8 +121,12 @@ class GpuSharing(Model):
     """Fields shared by on-prem node groups and AKS GPU pools."""
 
     mig: MigConfig = MigConfig()
+    """The MIG layout of every GPU of the group or pool (default: MIG disabled)."""
     time_slicing: TimeSlicing | None = None
+    """Time-slicing of the group's or pool's GPUs; unset: none. Not with a MIG layout nor with ``hami``."""
     hami: Hami | None = None
+    """HAMi slicing of the group's or pool's GPUs (``nvidia.com/vgpu``); unset: none. Not with a MIG layout nor with
+    ``timeSlicing``."""
 
     @field_validator("gpu_model", check_fields=False)
     @classmethod
