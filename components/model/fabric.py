@@ -28,15 +28,24 @@ class GuidScheme(Model):
     """
 
     base: Guid = 0x0200_0000_0000_0000
+    """High bits every VF GUID starts from (default ``0x0200000000000000``, the locally administered range
+    ib-kubernetes uses); its low ``nodeBits+hcaBits+vfBits`` bits must be clear."""
     node_bits: PositiveInt = 16
+    """Bits of the node id in a VF GUID (default 16): every ``nodes[].id`` must be below ``2**nodeBits``;
+    ``nodeBits+hcaBits+vfBits`` is at most 56."""
     hca_bits: PositiveInt = 4
+    """Bits of the HCA index (the HCA's place in its node group's ``hcas``) in a VF GUID (default 4: up to 16 HCAs
+    per node)."""
     vf_bits: PositiveInt = 8
+    """Bits of the VF index in a VF GUID (default 8); ``vfsPerHca`` must fit in them."""
 
 
 class OpenSm(Model):
     """Subnet-manager settings rendered into ``partitions.conf`` and an ``opensm.conf`` fragment."""
 
     routing_engine: RoutingEngine = "ftree"
+    """OpenSM ``routing_engine`` written to the opensm.conf fragment (default ``ftree``): a comma list without
+    spaces tried in order, optionally ending in ``no_fallback`` (opensm(8))."""
     ipoib_mtu: Literal[4, 5] = 5
     """IBTA MTU code of the IPoIB broadcast groups: 4 = 2048, 5 = 4096 (opensm(8))."""
     ipoib_rate: Literal[17, 21, 23] | None = None
@@ -47,6 +56,8 @@ class OpenSm(Model):
     deploy_in_cluster: bool = False
     """Run NVIDIA OpenSM in the cluster (privileged Deployment pinned to ``node``)."""
     node: DnsSubdomain | None = None
+    """Kubernetes node (one of ``platform.nodes``) that runs the in-cluster OpenSM: it needs that node's HCA and
+    umad devices. Required with ``deployInCluster``."""
 
 
 class InfraPartition(Model):
@@ -62,7 +73,11 @@ class InfraPartition(Model):
     name: DnsLabel = "infra"
     """The partition's name in partitions.conf."""
     pkey: PKey
+    """P_Key of the hosts' partition (``0x0001``..``0x7ffe``, written as a number or hex string; the full-member bit
+    is ignored); unique among the stack's partitions."""
     ipoib: bool = True
+    """Give the partition an IPoIB broadcast group (``ipoib`` flag in partitions.conf, with
+    ``opensm.ipoibMtu``/``ipoibRate``); default true: host IPoIB runs over it."""
     ports: list[Guid]
     """Port GUIDs of the hosts' PFs (``ibstat -p`` on each host); VF GUIDs are refused."""
 
@@ -71,11 +86,18 @@ class Fabric(Model):
     """The on-prem InfiniBand fabric: SR-IOV layout, GUIDs and the subnet manager."""
 
     vfs_per_hca: PositiveInt = 6
+    """SR-IOV VFs created on every HCA (``sriov_numvfs``, default 6): at most ``firmwareMaxVfs`` and
+    ``2**guidScheme.vfBits``; teams' ``partition.vfIndex`` must be below it. Changing it needs ``reconfigure``."""
     firmware_max_vfs: Annotated[int, Field(ge=1, le=127)] = 16
     """``NUM_OF_VFS`` burnt into firmware (mlxconfig); ConnectX allows at most 127 per port."""
     link_rate_gbps: Literal[200, 400, 800] = 400
+    """Line rate of one HCA port in Gb/s: 200 (HDR), 400 (NDR, default) or 800 (XDR). The ib_write_bw proof expects
+    ``verification.ibWriteBwMinFraction`` of it."""
     guid_scheme: GuidScheme = GuidScheme()
+    """How VF GUIDs are derived from node id, HCA and VF index (see :class:`GuidScheme`). Changing it re-binds every
+    VF and needs ``reconfigure``."""
     opensm: OpenSm = OpenSm()
+    """The subnet manager's settings: routing engine, IPoIB MTU and rate, and whether OpenSM runs in the cluster."""
     vf_config: Literal["daemonset", "sriov-network-operator"] = "daemonset"
     """How VFs are created and given GUIDs on the hosts (see components/fabric/sriov_host.py)."""
     ipam: Literal["none", "static", "nv-ipam"] = "none"
