@@ -40,7 +40,7 @@ export KUBERNETES
 E2E_NEWEST := 1.37
 E2E_OLDEST := 1.35
 
-.PHONY: plan plans diff test lint typecheck unit e2e e2e-tools cluster cluster-down engine-shell bench bench-fleet clean tools actionlint policy-pack docs reference
+.PHONY: plan plans schema diff test lint typecheck unit e2e e2e-tools cluster cluster-down engine-shell bench bench-fleet clean tools actionlint policy-pack docs reference
 
 # The virtualenv (Pulumi.yaml names it too). Planning needs only the runtime (requirements.txt);
 # `make test` adds the test tools (requirements-dev.txt). Each stamp follows its own file.
@@ -93,6 +93,11 @@ plan: $(VENV)/.runtime
 plans: $(VENV)/.runtime
 	stacks=$$($(BIN)/python -m components.plan.stacks) || exit 1; \
 	for s in $$stacks; do $(BIN)/python -m components.plan --quiet -- "$$s" || exit 1; done
+
+## schema: write the stack-file JSON Schema (schema/stack.schema.json) from the model; stack files name it
+## on their first line (`# yaml-language-server: $schema=...`) so editors show every key's description.
+schema: $(VENV)/.runtime
+	$(BIN)/python -m components.plan.schema
 
 ## diff: compare the plan of STACK with BASE (a git ref, default HEAD, or a plan folder): what was
 ## added, changed and removed per team and per component, then the object diffs (also in

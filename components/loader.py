@@ -258,7 +258,7 @@ def namespace_issues(config: Mapping[str, Any]) -> list[Issue]:
         hint = f" (did you mean {match[0]}?)" if match else ""
         issues.append(
             Issue(
-                key,
+                key or '""',  # an empty key still names a place
                 f"{why}{hint}; known namespaces: {', '.join(known)}; a namespace your own program reads goes "
                 f"in {EXTRA_NAMESPACES_KEY}",
             )

@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 from components.loader import parse_stack, read_stack_file
 from components.model.config import StackConfig
 from components.model.errors import ConfigError
-from components.plan.offline import ROOT
 from components.plan.writer import main
-from tests.conftest import fixture_config
+from tests.conftest import fixture_config, stack_path
 
 #: Strings that hit the grammars' edges: control characters, quotes, shell, paths, suffixes.
 _TRICKY = [
@@ -160,7 +159,7 @@ def test_mutated_stacks_plan_or_exit_cleanly(
 @st.composite
 def mutated_text(draw: st.DrawFn, stack: str) -> str:
     """The stack file's text with lines duplicated, dropped, re-indented or garbled."""
-    lines = (ROOT / f"Pulumi.{stack}.yaml").read_text().splitlines()
+    lines = stack_path(stack).read_text().splitlines()
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
         i = draw(st.integers(min_value=0, max_value=len(lines) - 1))
         action = draw(st.sampled_from(["duplicate", "drop", "tab", "indent", "garble"]))

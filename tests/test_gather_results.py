@@ -10,6 +10,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tests.conftest import stack_path
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -256,7 +258,7 @@ def test_gather_against_a_fake_kubectl() -> None:
             return logs[args[-1]]
         return None
 
-    rows = g.gather("onprem", kubectl)
+    rows = g.gather("onprem", kubectl, stack_path("onprem"))
     assert [(r.proof, r.target, r.check, r.passed) for r in rows] == [
         ("positive", "vision", "ib_write_bw", True),
         ("positive", "vision", "nccl gdr", True),

@@ -258,7 +258,7 @@ def collect(kubectl: Kubectl, namespace: str, job: str) -> tuple[str, list[str]]
     return state, logs
 
 
-def gather(stack: str, kubectl: Kubectl) -> list[Row]:
+def gather(stack: str, kubectl: Kubectl, stack_file: Path | None = None) -> list[Row]:
     sys.path.insert(0, str(ROOT))
     from components.loader import parse_config
     from components.plan.offline import stack_config
@@ -266,7 +266,7 @@ def gather(stack: str, kubectl: Kubectl) -> list[Row]:
     from components.proofs.targets import targets
     from components.proofs.verification import job_names
 
-    raw = {k.split(":", 1)[1]: v for k, v in stack_config(stack).items() if k.startswith("gpuaas:")}
+    raw = {k.split(":", 1)[1]: v for k, v in stack_config(stack, stack_file).items() if k.startswith("gpuaas:")}
     cfg = parse_config(raw)
     rows: list[Row] = []
     for t in targets(cfg):

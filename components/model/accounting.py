@@ -30,12 +30,12 @@ class GpuKind:
     resource: str
     gpu_model: str
     sharing: Sharing
-    #: The MIG profile (``None`` for whole GPUs and shares).
     profile: str | None
-    #: GPU-equivalents of one unit.
+    """The MIG profile (``None`` for whole GPUs and shares)."""
     weight: float
-    #: Price of one unit for one hour, in ``observability.prices.currency``; ``None``: not priced.
+    """GPU-equivalents of one unit."""
     price: float | None
+    """Price of one unit for one hour, in ``observability.prices.currency``; ``None``: not priced."""
 
 
 def mig_weight(cfg: StackConfig, gpu_model: str, profile: str) -> float:

@@ -18,4 +18,8 @@ class Model(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         validate_default=True,
+        # A field's description is the string literal right after it, written once: pydantic puts
+        # it in Field.description, which the stack-file schema (components/plan/schema.py) and the
+        # config reference (components/plan/reference.py) show.
+        use_attribute_docstrings=True,
     )

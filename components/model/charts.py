@@ -111,10 +111,10 @@ class Charts(Model):
     their defaults (a rule says so). See the module docstring for the layouts.
     """
 
-    #: A local folder holding every chart the stack installs (see the module docstring).
     directory: ChartDirectory | None = None
-    #: An OCI registry path holding every chart under its own name.
+    """A local folder holding every chart the stack installs (see the module docstring)."""
     registry: OciRegistry | None = None
+    """An OCI registry path holding every chart under its own name."""
 
     @property
     def mirror(self) -> str | None:
@@ -132,12 +132,12 @@ class Chart:
 
     name: str
     version: str
-    #: The Helm repository it is published in, or ``None`` where ``public`` is an OCI reference.
     repository: str | None
-    #: What Helm is given without a mirror: the chart's name (with ``repository``) or its oci:// reference.
+    """The Helm repository it is published in, or ``None`` where ``public`` is an OCI reference."""
     public: str
-    #: The config key that pins the version, for messages.
+    """What Helm is given without a mirror: the chart's name (with ``repository``) or its oci:// reference."""
     version_key: str
+    """The config key that pins the version, for messages."""
 
 
 def _key(component: str) -> str:

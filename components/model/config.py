@@ -44,8 +44,8 @@ ConfigNamespace = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", 
 
 
 class QuotaPolicy(Model):
-    #: Allow the sum of team quotas to exceed what the fleet has.
     allow_oversubscription: bool = False
+    """Allow the sum of team quotas to exceed what the fleet has."""
 
 
 class StackConfig(Model):

@@ -14,19 +14,19 @@ from components.model.types import (
 class DraOptions(Model):
     """Options of the DRA resource model (``gpuOperator.resourceModel: dra``)."""
 
-    #: Alpha: the DRA driver creates MIG partitions on demand (its ``DynamicMIG`` feature gate,
-    #: driver v0.3+) instead of the node groups' static layouts, which must then be left out
-    #: ("MIG partitions the driver did not create are destroyed", dra-driver-nvidia-gpu MIG guide).
     dynamic_mig: bool = False
-    #: With ``dynamicMig`` on Kubernetes 1.34–1.35: the cluster's kube-apiserver and kube-scheduler
-    #: run with the ``DRAPartitionableDevices`` feature gate (alpha; on by default from 1.36).
+    """Alpha: the DRA driver creates MIG partitions on demand (its ``DynamicMIG`` feature gate,
+    driver v0.3+) instead of the node groups' static layouts, which must then be left out
+    ("MIG partitions the driver did not create are destroyed", dra-driver-nvidia-gpu MIG guide)."""
     partitionable_devices_enabled: bool = False
-    #: The nodes' container runtime has the Container Device Interface on, which the NVIDIA DRA driver
-    #: hands devices to containers through: containerd 2.0 and CRI-O by default, containerd 1.7 with
-    #: ``enable_cdi = true`` in its CRI plugin. A GPUCluster deploys no container toolkit to turn it
-    #: on, and nothing in the config shows it, so an on-prem DRA stack says so here once checked
-    #: (AKS pools on ``Ubuntu2404`` run containerd 2.0 and need no word; see components/rules/dra.py).
+    """With ``dynamicMig`` on Kubernetes 1.34–1.35: the cluster's kube-apiserver and kube-scheduler
+    run with the ``DRAPartitionableDevices`` feature gate (alpha; on by default from 1.36)."""
     cdi_enabled: bool = False
+    """The nodes' container runtime has the Container Device Interface on, which the NVIDIA DRA driver
+    hands devices to containers through: containerd 2.0 and CRI-O by default, containerd 1.7 with
+    ``enable_cdi = true`` in its CRI plugin. A GPUCluster deploys no container toolkit to turn it
+    on, and nothing in the config shows it, so an on-prem DRA stack says so here once checked
+    (AKS pools on ``Ubuntu2404`` run containerd 2.0 and need no word; see components/rules/dra.py)."""
 
 
 class GpuOperator(Model):
@@ -34,13 +34,13 @@ class GpuOperator(Model):
 
     namespace: DnsLabel = "gpu-operator"
     mig_strategy: Literal["single", "mixed"] = "mixed"
-    #: ``dmabuf`` (open kernel modules, NVIDIA's recommendation) or legacy ``peermem``.
     gpudirect: Literal["dmabuf", "peermem"] = "dmabuf"
-    #: ``None``: derived per platform (host driver on-prem, operator driver on AKS).
+    """``dmabuf`` (open kernel modules, NVIDIA's recommendation) or legacy ``peermem``."""
     driver_enabled: bool | None = None
+    """``None``: derived per platform (host driver on-prem, operator driver on AKS)."""
     helm_timeout_seconds: GoDurationSeconds = 1800
-    #: How pods get GPUs: ``devicePlugin`` (ClusterPolicy; ``nvidia.com/gpu`` extended resources)
-    #: or ``dra`` (GPUCluster; ResourceClaims through the NVIDIA DRA driver, Kubernetes 1.34+).
-    #: A running stack does not switch: GPUCluster is greenfield only (see components/model/dra.py).
     resource_model: Literal["devicePlugin", "dra"] = "devicePlugin"
+    """How pods get GPUs: ``devicePlugin`` (ClusterPolicy; ``nvidia.com/gpu`` extended resources)
+    or ``dra`` (GPUCluster; ResourceClaims through the NVIDIA DRA driver, Kubernetes 1.34+).
+    A running stack does not switch: GPUCluster is greenfield only (see components/model/dra.py)."""
     dra: DraOptions = DraOptions()

@@ -54,8 +54,8 @@ class Support:
     end_of_life: date
     aks_ga: date | None = None
     aks_end_of_support: date | None = None
-    #: Where this row's AKS dates come from (the upstream date is always kubernetes.io/releases).
     source: str = "AKS calendar"
+    """Where this row's AKS dates come from (the upstream date is always kubernetes.io/releases)."""
 
     @property
     def name(self) -> str:
@@ -128,8 +128,8 @@ class Feature:
 
     name: str
     stages: tuple[tuple[Minor, str, bool], ...]
-    #: What gpuaas (or a peer) uses it for.
     why: str
+    """What gpuaas (or a peer) uses it for."""
 
     def since(self) -> Minor | None:
         """The first minor where the gate is on by default; ``None`` if it never is yet."""

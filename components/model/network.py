@@ -46,29 +46,29 @@ class Network(Model):
     """NVIDIA Network Operator and the NicClusterPolicy."""
 
     namespace: DnsLabel = "nvidia-network-operator"
-    #: The Network Operator chart's NodeFeatureRule (vendor 15b3, class Ethernet or InfiniBand) that
-    #: labels Mellanox nodes ``feature.node.kubernetes.io/pci-15b3.present``; the AKS guide turns it off.
     deploy_node_feature_rules: bool = True
-    #: gpuaas's own NodeFeatureRule in place of the chart's when ``deployNodeFeatureRules`` is off:
-    #: InfiniBand devices only (AKS: the IB VFs, as Azure/aks-rdma-infiniband's; on-prem: IB class).
+    """The Network Operator chart's NodeFeatureRule (vendor 15b3, class Ethernet or InfiniBand) that
+    labels Mellanox nodes ``feature.node.kubernetes.io/pci-15b3.present``; the AKS guide turns it off."""
     node_feature_rule: bool = True
-    #: ``host``: DOCA-OFED preinstalled on the nodes; ``container``: the operator's doca-driver.
+    """gpuaas's own NodeFeatureRule in place of the chart's when ``deployNodeFeatureRules`` is off:
+    InfiniBand devices only (AKS: the IB VFs, as Azure/aks-rdma-infiniband's; on-prem: IB class)."""
     ofed_driver: Literal["host", "container"] = "host"
-    #: Where the RDMA shared device plugin comes from; one source per cluster, never both.
+    """``host``: DOCA-OFED preinstalled on the nodes; ``container``: the operator's doca-driver."""
     rdma_shared_device_plugin: Literal["nic-cluster-policy", "standalone", "none"] = "nic-cluster-policy"
+    """Where the RDMA shared device plugin comes from; one source per cluster, never both."""
     rdma_resource_prefix: str = "rdma"
-    #: Letters and digits only: the plugin allows ``[A-Za-z0-9_]`` (k8s-rdma-shared-dev-plugin
-    #: ``validResourceName``), and the cluster autoscaler reads every ``_`` of a node-template tag
-    #: as ``/`` (components/clusters/aks.py), so ``hca_shared_devices_a`` cannot scale an AKS pool from zero.
     rdma_resource_name: str = "hcashared"
+    """Letters and digits only: the plugin allows ``[A-Za-z0-9_]`` (k8s-rdma-shared-dev-plugin
+    ``validResourceName``), and the cluster autoscaler reads every ``_`` of a node-template tag
+    as ``/`` (components/clusters/aks.py), so ``hca_shared_devices_a`` cannot scale an AKS pool from zero."""
     rdma_hca_max: PositiveInt = 1000
-    #: Node selector of the RDMA node DaemonSets (ib-node-config, SR-IOV host config).
     node_selector: dict[LabelKey, LabelValue] = Field(
         default_factory=lambda: {"feature.node.kubernetes.io/pci-15b3.present": "true"}
     )
+    """Node selector of the RDMA node DaemonSets (ib-node-config, SR-IOV host config)."""
     tolerations: list[Toleration] = Field(default_factory=lambda: [Toleration(key="nvidia.com/gpu")])
-    #: Seconds a Helm release may take before it is rolled back (driver builds are slow).
     helm_timeout_seconds: GoDurationSeconds = 1200
+    """Seconds a Helm release may take before it is rolled back (driver builds are slow)."""
 
     @model_validator(mode="after")
     def _extended_resource(self) -> Network:

@@ -136,10 +136,10 @@ class PrometheusStack(Model):
     """
 
     namespace: DnsLabel = "monitoring"
-    #: Labels Prometheus' ``serviceMonitorSelector`` selects: put on every ServiceMonitor gpuaas creates.
     monitor_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"release": "kube-prometheus-stack"})
-    #: Labels Prometheus' ``ruleSelector`` selects: put on every PrometheusRule gpuaas creates.
+    """Labels Prometheus' ``serviceMonitorSelector`` selects: put on every ServiceMonitor gpuaas creates."""
     rule_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"release": "kube-prometheus-stack"})
+    """Labels Prometheus' ``ruleSelector`` selects: put on every PrometheusRule gpuaas creates."""
 
 
 class IdleAlert(Model):
@@ -152,10 +152,10 @@ class IdleAlert(Model):
 class Grafana(Model):
     """Dashboards as ConfigMaps for the Grafana sidecar (kube-prometheus-stack ``grafana.sidecar.dashboards``)."""
 
-    #: Defaults to the Prometheus stack's namespace (the sidecar's default search namespace).
     namespace: DnsLabel | None = None
-    #: The sidecar loads ConfigMaps carrying this label (``sidecar.dashboards.label``/``labelValue``).
+    """Defaults to the Prometheus stack's namespace (the sidecar's default search namespace)."""
     label: LabelKey = "grafana_dashboard"
+    """The sidecar loads ConfigMaps carrying this label (``sidecar.dashboards.label``/``labelValue``)."""
     label_value: LabelValue = "1"
 
 
@@ -167,10 +167,10 @@ class Prices(Model):
     """
 
     currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
-    #: Price of one whole GPU for one hour, by ``gpuModel`` (the catalog's names, e.g. ``H100-80GB``).
     gpu_models: dict[str, Price] = Field(default_factory=dict)
-    #: Price of one MIG instance for one hour, by profile (e.g. ``1g.10gb``).
+    """Price of one whole GPU for one hour, by ``gpuModel`` (the catalog's names, e.g. ``H100-80GB``)."""
     mig_profiles: dict[str, Price] = Field(default_factory=dict)
+    """Price of one MIG instance for one hour, by profile (e.g. ``1g.10gb``)."""
 
 
 class Observability(Model):
@@ -183,20 +183,20 @@ class Observability(Model):
     enabled: bool = False
     prometheus: PrometheusStack = PrometheusStack()
     idle: IdleAlert = IdleAlert()
-    #: A team's queue has pending GPU work this long while its cohort has idle nominal quota.
     starvation_window: Duration = "30m"
-    #: Evaluation interval of every rule group; GPU-hours are summed at this step.
+    """A team's queue has pending GPU work this long while its cohort has idle nominal quota."""
     evaluation_interval: Duration = "1m"
-    #: Labels added to every alert, for Alertmanager routing (each alert also carries ``team`` where it has one).
+    """Evaluation interval of every rule group; GPU-hours are summed at this step."""
     alert_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    """Labels added to every alert, for Alertmanager routing (each alert also carries ``team`` where it has one)."""
     runbook_base_url: RunbookBase = RUNBOOK_DIR
     """Base of every alert's ``runbook_url`` annotation: the alert's page is ``<base>/<alert>.md``.
 
     Defaults to the pages' path in this repository (``docs/runbooks``); set it to where the pages
     are published (e.g. ``https://gpuaas.example.com/runbooks``) so that a page links from the alert.
     """
-    #: GPU-equivalents of one MIG instance, by profile; defaults to compute slices / the GPU's slices.
     mig_weights: dict[str, Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]] = Field(default_factory=dict)
+    """GPU-equivalents of one MIG instance, by profile; defaults to compute slices / the GPU's slices."""
     prices: Prices = Prices()
     grafana: Grafana = Grafana()
 

@@ -24,8 +24,8 @@ class HamiAmounts(Model):
     """Amounts of HAMi slices in a borrowing or lending limit (the keys of ``quota.hami``)."""
 
     gpus: NonNegativeInt | None = None
-    #: Whole MiB (e.g. ``80Gi``).
     memory: MemoryMiB | None = None
+    """Whole MiB (e.g. ``80Gi``)."""
     cores: NonNegativeInt | None = None
 
 
@@ -50,27 +50,27 @@ class QueueAmounts(Model):
 class TeamQueue(Model):
     """A team's Kueue queue; only with ``gpuaas:queues.elastic: true`` (components/model/elastic.py)."""
 
-    #: Most the team may use beyond its quota, from what its cohort lends.
     borrowing_limit: QueueAmounts = QueueAmounts()
-    #: Most of its quota the team lends while it does not use it (at most the quota).
+    """Most the team may use beyond its quota, from what its cohort lends."""
     lending_limit: QueueAmounts = QueueAmounts()
-    #: Defaults to ``queues.cohort``: teams lend and borrow within one cohort only.
+    """Most of its quota the team lends while it does not use it (at most the quota)."""
     cohort: DnsLabel | None = None
-    #: Node groups (AKS: GPU pools) the team's queue uses, in order of preference; its quota of
-    #: each GPU kind lives in the first that offers it. Defaults to every group (AKS: its own
-    #: partition's pool, or the pools outside every team's partition).
+    """Defaults to ``queues.cohort``: teams lend and borrow within one cohort only."""
     node_groups: list[DnsLabel] = Field(default_factory=list)
+    """Node groups (AKS: GPU pools) the team's queue uses, in order of preference; its quota of
+    each GPU kind lives in the first that offers it. Defaults to every group (AKS: its own
+    partition's pool, or the pools outside every team's partition)."""
 
 
 class KueuePreemption(Model):
     """ClusterQueue ``preemption`` of every team queue (Kueue ClusterQueue API, v1beta2)."""
 
-    #: Reclaim lent quota from borrowers when its owner needs it back.
     reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Any"
-    #: Within a team, a higher-priority workload may preempt the team's lower-priority ones.
+    """Reclaim lent quota from borrowers when its owner needs it back."""
     within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "LowerPriority"
-    #: Whether a borrowing workload may preempt lower-priority workloads of other teams.
+    """Within a team, a higher-priority workload may preempt the team's lower-priority ones."""
     borrow_within_cohort: Literal["Never", "LowerPriority"] = "Never"
+    """Whether a borrowing workload may preempt lower-priority workloads of other teams."""
 
 
 class WorkloadPriorityClass(Model):
@@ -122,13 +122,13 @@ class WorkloadController(Model):
     ``FindAncestorJobManagedByKueue``; "same-namespace ownership spoofing is out of scope").
     """
 
-    #: ``<namespace>/<name>`` of the operator's ServiceAccount.
     service_account: ServiceAccountRef
-    #: Kueue-managed kinds (``queues.integrations`` names) whose pods or Jobs this operator creates:
-    #: those children pass the queue guard without a queue label of their own (their workload went
-    #: through the queue). Empty: an operator Kueue does not know (Argo Workflows, Ray without its
-    #: integration) whose GPU pods then name the queue themselves.
+    """``<namespace>/<name>`` of the operator's ServiceAccount."""
     integrations: list[KueueIntegration] = Field(default_factory=list)
+    """Kueue-managed kinds (``queues.integrations`` names) whose pods or Jobs this operator creates:
+    those children pass the queue guard without a queue label of their own (their workload went
+    through the queue). Empty: an operator Kueue does not know (Argo Workflows, Ray without its
+    integration) whose GPU pods then name the queue themselves."""
 
     @property
     def username(self) -> str:
@@ -157,26 +157,26 @@ class Queues(Model):
 
     elastic: bool = False
     namespace: DnsLabel = "kueue-system"
-    #: The cohort of every team that names none (``teams[].queue.cohort``).
     cohort: DnsLabel = "gpuaas"
-    #: ``False``: Kueue ignores jobs without ``kueue.x-k8s.io/queue-name``, and gpuaas's admission
-    #: policy refuses GPU workloads without it; ``True``: Kueue holds such jobs (suspended).
+    """The cohort of every team that names none (``teams[].queue.cohort``)."""
     manage_jobs_without_queue_name: bool = False
-    #: Job kinds Kueue manages; one whose CRD is absent waits until it appears (Kueue jobframework).
+    """``False``: Kueue ignores jobs without ``kueue.x-k8s.io/queue-name``, and gpuaas's admission
+    policy refuses GPU workloads without it; ``True``: Kueue holds such jobs (suspended)."""
     integrations: list[KueueIntegration] = Field(default_factory=lambda: list(DEFAULT_KUEUE_INTEGRATIONS))
-    #: Operators trusted to create pods and Jobs for workloads in team namespaces (see
-    #: :class:`WorkloadController`); Kubernetes' own controllers are always trusted.
+    """Job kinds Kueue manages; one whose CRD is absent waits until it appears (Kueue jobframework)."""
     controllers: list[WorkloadController] = Field(default_factory=lambda: list(DEFAULT_CONTROLLERS))
+    """Operators trusted to create pods and Jobs for workloads in team namespaces (see
+    :class:`WorkloadController`); Kubernetes' own controllers are always trusted."""
     preemption: KueuePreemption = KueuePreemption()
     priority_classes: list[WorkloadPriorityClass] = Field(default_factory=list)
-    #: Kueue's manager replicas (chart ``controllerManager.replicas``): its pod webhook is
-    #: ``failurePolicy: Fail`` on every team namespace, so with one replica down no team pod can
-    #: be created. Two or more run with leader election, a PodDisruptionBudget and spread over nodes.
     replicas: PositiveInt32 = 2
-    #: Seconds an admitted workload has for all its pods to be ready before Kueue evicts it and
-    #: requeues it (``waitForPodsReady.timeout``), giving back the quota it held (a pod refused by
-    #: the ResourceQuota, unschedulable or stuck pulling its image never starts).
+    """Kueue's manager replicas (chart ``controllerManager.replicas``): its pod webhook is
+    ``failurePolicy: Fail`` on every team namespace, so with one replica down no team pod can
+    be created. Two or more run with leader election, a PodDisruptionBudget and spread over nodes."""
     pods_ready_timeout_seconds: GoDurationSeconds = 600
+    """Seconds an admitted workload has for all its pods to be ready before Kueue evicts it and
+    requeues it (``waitForPodsReady.timeout``), giving back the quota it held (a pod refused by
+    the ResourceQuota, unschedulable or stuck pulling its image never starts)."""
     helm_timeout_seconds: GoDurationSeconds = 600
 
 

@@ -28,10 +28,14 @@ class MigConfig(Model):
     """
 
     layout: str | None = None
+    """A named MIG layout: ``all-disabled``, ``all-balanced``, ``all-<profile>`` or ``<n>x<profile>`` terms joined
+    by ``-`` (e.g. ``1x4g.40gb-3x1g.10gb``); not with ``profiles``."""
     profiles: dict[str, PositiveInt] | None = None
-    #: Acknowledges that changing this layout evicts every GPU pod on the group's nodes. Without
-    #: it a run whose layout differs from the last run's stops (components/guards/mig.py).
+    """An explicit MIG layout: instances of each profile per GPU (e.g. ``{1g.10gb: 7}``); not with ``layout``.
+    Neither set means ``all-disabled``."""
     reconfigure: bool = False
+    """Acknowledges that changing this layout evicts every GPU pod on the group's nodes. Without
+    it a run whose layout differs from the last run's stops (components/guards/mig.py)."""
 
     @model_validator(mode="after")
     def _one_of(self) -> MigConfig:
@@ -48,6 +52,8 @@ class TimeSlicing(Model):
     """Time-slicing: each GPU is advertised ``replicas`` times as ``nvidia.com/gpu.shared``."""
 
     replicas: int
+    """How many times each GPU is advertised as ``nvidia.com/gpu.shared``, i.e. how many pods share one GPU: 1 to
+    110 (the kubelet's default ``maxPods``)."""
 
     @field_validator("replicas")
     @classmethod
@@ -74,18 +80,18 @@ class Hami(Model):
     settings are HAMi's cluster-wide chart values, so every HAMi group of a stack states the same.
     """
 
-    #: Slices per GPU: at most this many pods share one card (``devicePlugin.deviceSplitCount``).
     split_count: int = 10
-    #: The part of each GPU's memory HAMi hands out (``devicePlugin.deviceMemoryScaling``), 0 < s <= 1.
-    #: Above 1 is HAMi's experimental oversubscription (memory spilled to the host), not offered.
+    """Slices per GPU: at most this many pods share one card (``devicePlugin.deviceSplitCount``)."""
     memory_scaling: float = 1.0
-    #: HAMi-core's SM limit policy (``devices.nvidia.gpuCorePolicy``, which HAMi's webhook hands to the
-    #: container as ``GPU_CORE_UTILIZATION_POLICY``; HAMi pkg/device/nvidia/device.go): ``default``
-    #: (HAMi-core's own), ``force`` or ``disable`` (no SM limit: ``vgpu-cores`` is then counted, not enforced).
+    """The part of each GPU's memory HAMi hands out (``devicePlugin.deviceMemoryScaling``), 0 < s <= 1.
+    Above 1 is HAMi's experimental oversubscription (memory spilled to the host), not offered."""
     core_policy: Literal["default", "force", "disable"] = "default"
-    #: ``devicePlugin`` (HAMi's device plugin and scheduler extender) or ``dra`` (HAMi's DRA driver,
-    #: which needs Kubernetes 1.36: components/rules/hami.py).
+    """HAMi-core's SM limit policy (``devices.nvidia.gpuCorePolicy``, which HAMi's webhook hands to the
+    container as ``GPU_CORE_UTILIZATION_POLICY``; HAMi pkg/device/nvidia/device.go): ``default``
+    (HAMi-core's own), ``force`` or ``disable`` (no SM limit: ``vgpu-cores`` is then counted, not enforced)."""
     driver: Literal["devicePlugin", "dra"] = "devicePlugin"
+    """``devicePlugin`` (HAMi's device plugin and scheduler extender) or ``dra`` (HAMi's DRA driver,
+    which needs Kubernetes 1.36: components/rules/hami.py)."""
 
     @field_validator("split_count")
     @classmethod
@@ -115,8 +121,12 @@ class GpuSharing(Model):
     """Fields shared by on-prem node groups and AKS GPU pools."""
 
     mig: MigConfig = MigConfig()
+    """The MIG layout of every GPU of the group or pool (default: MIG disabled)."""
     time_slicing: TimeSlicing | None = None
+    """Time-slicing of the group's or pool's GPUs; unset: none. Not with a MIG layout nor with ``hami``."""
     hami: Hami | None = None
+    """HAMi slicing of the group's or pool's GPUs (``nvidia.com/vgpu``); unset: none. Not with a MIG layout nor with
+    ``timeSlicing``."""
 
     @field_validator("gpu_model", check_fields=False)
     @classmethod

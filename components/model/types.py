@@ -141,8 +141,9 @@ DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 #: ``<namespace>/<name>`` of a ServiceAccount; it signs in as ``system:serviceaccount:<namespace>:<name>``.
 ServiceAccountRef = Annotated[str, AfterValidator(_service_account)]
 DnsSubdomain = Annotated[str, AfterValidator(_dns_subdomain)]
-PKey = Annotated[int, BeforeValidator(parse_pkey)]
-Guid = Annotated[int, BeforeValidator(parse_guid)]
+# json_schema_input_type: what a stack file may write (the schema's view), not the parsed int.
+PKey = Annotated[int, BeforeValidator(parse_pkey, json_schema_input_type=str | int)]
+Guid = Annotated[int, BeforeValidator(parse_guid, json_schema_input_type=str | int)]
 ChartVersion = Annotated[str, AfterValidator(_semver)]
 ImageTag = Annotated[str, AfterValidator(_image_tag)]
 AksPoolName = Annotated[str, AfterValidator(_aks_pool)]
@@ -204,9 +205,9 @@ def check_mebibytes(value: Any) -> str:
 
 # Values checked with the grammar of what consumes them (components/model/grammar.py cites each source).
 #: A Kubernetes quantity (``64``, ``500m``, ``512Gi``), never negative; kept as written.
-Quantity = Annotated[str, BeforeValidator(grammar.check_quantity)]
+Quantity = Annotated[str, BeforeValidator(grammar.check_quantity, json_schema_input_type=str | int)]
 #: A memory quantity in whole MiB (``80Gi``): HAMi's device memory.
-MemoryMiB = Annotated[str, BeforeValidator(check_mebibytes)]
+MemoryMiB = Annotated[str, BeforeValidator(check_mebibytes, json_schema_input_type=str | int)]
 LabelKey = Annotated[str, AfterValidator(grammar.check_label_key)]
 LabelValue = Annotated[str, AfterValidator(grammar.check_label_value)]
 #: An AKS node taint ``key[=value]:Effect``.

@@ -29,8 +29,8 @@ class BurnIn(Model):
 
     enabled: bool = False
     schedule: CronSchedule = "30 3 * * *"
-    #: Of the ``gpuaas-burn-in`` PriorityClass: below every team pod (0 without a class).
     priority: Annotated[int, Field(ge=-1_000_000, le=-1)] = -1000
+    """Of the ``gpuaas-burn-in`` PriorityClass: below every team pod (0 without a class)."""
 
 
 class Verification(Model):
@@ -38,8 +38,8 @@ class Verification(Model):
 
     ib_write_bw_min_fraction: Annotated[float, Field(gt=0, le=1)] = 0.90
     nccl_gdr_min_fraction: Annotated[float, Field(gt=0, le=1)] = 0.85
-    #: Also run the NCCL proof on every AKS GPU pool.
     aks_pools: bool = False
-    #: Negative isolation probes. Unset: each target against the next other partition by name; ``[]``: none.
+    """Also run the NCCL proof on every AKS GPU pool."""
     isolation_pairs: list[IsolationPair] | None = None
+    """Negative isolation probes. Unset: each target against the next other partition by name; ``[]``: none."""
     burn_in: BurnIn = BurnIn()

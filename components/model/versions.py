@@ -107,44 +107,86 @@ class Versions(Model):
     """Pinned chart and image versions (``gpuaas:versions``). Defaults: the constants above."""
 
     helm_repository: RepositoryUrl = NVIDIA_HELM_REPO
+    """Helm repository of the Network Operator and GPU Operator charts (default NVIDIA's,
+    https://helm.ngc.nvidia.com/nvidia); ignored while a chart mirror (``gpuaas:charts``) is set
+    (components/rules/charts.py)."""
     network_operator_chart: ChartVersion = NETWORK_OPERATOR_CHART
+    """NVIDIA Network Operator chart version (default the newest stable tag, shared/upstream/network-operator)."""
     gpu_operator_chart: ChartVersion = GPU_OPERATOR_CHART
+    """NVIDIA GPU Operator chart version (default the newest release, shared/upstream/gpu-operator); v26.7.0 is the
+    first with the GPUCluster CR that ``gpuOperator.dra`` needs."""
     mellanox_repository: ImageRepository = MELLANOX_REPOSITORY
+    """Image repository of the NicClusterPolicy operands from NVIDIA's Mellanox registry (the DOCA driver and the
+    operator's components)."""
     network_operator_components: ImageTag = NETWORK_OPERATOR_COMPONENTS
+    """Image tag of the NicClusterPolicy operands other than the DOCA driver, as in the Network Operator release's
+    full NicClusterPolicy example (default ``network-operator-v26.4.1``)."""
     doca_driver: ImageTag = DOCA_DRIVER
+    """DOCA driver container tag (in ``mellanoxRepository``); the operator appends ``-<os><ver>-<arch>`` itself, so
+    this is the tag without that suffix."""
     ib_sriov_cni_image: ImageRepository = IB_SRIOV_CNI_IMAGE
+    """Image of the ib-sriov CNI binary installer (k8snetworkplumbingwg/ib-sriov-cni); gpuaas installs the binary
+    itself because the NicClusterPolicy has no ib-sriov field."""
     ib_sriov_cni: ImageTag = IB_SRIOV_CNI
+    """Tag of ``ibSriovCniImage`` (default v1.3.0, the newest release)."""
     rdma_shared_device_plugin_image: ImageRepository = RDMA_SHARED_DP_IMAGE
+    """Image of the standalone RDMA shared device plugin (Mellanox/k8s-rdma-shared-dev-plugin)."""
     rdma_shared_device_plugin: ImageTag = RDMA_SHARED_DP
+    """Tag of ``rdmaSharedDevicePluginImage`` (default v1.5.3)."""
     node_tools_image: ImageRepository = NODE_TOOLS_IMAGE
+    """Host-tool image of gpuaas's privileged node DaemonSets and jobs (ib-node-config, SR-IOV host config, OpenSM,
+    Multus kubeconfig); it needs only bash and util-linux's nsenter."""
     node_tools: ImageTag = NODE_TOOLS
+    """Tag of ``nodeToolsImage`` (default ``12.12-slim``)."""
     opensm_image: ImageRepository = OPENSM_IMAGE
+    """Image of the in-cluster OpenSM (opt-in, ``platform.fabric.opensm``): one that carries NVIDIA's OpenSM with
+    virtualization (virt_enabled) support."""
     opensm: ImageTag = OPENSM
+    """Tag of ``opensmImage``."""
     perftest_image: ImageRepository = PERFTEST_IMAGE
-    #: A pinned tag of ``perftestImage``; unset where the digest pins it (upstream tags only ``latest``).
+    """Image of the ib_write_bw (perftest) verification workload; upstream publishes it as ``latest`` only, so
+    ``perftestDigest`` pins it."""
     perftest: ImageTag | None = PERFTEST
-    #: ``sha256:…``; wins over the tag when both are set (the runtime pulls by digest).
+    """A pinned tag of ``perftestImage``; unset where the digest pins it (upstream tags only ``latest``)."""
     perftest_digest: ImageDigest | None = PERFTEST_DIGEST
+    """``sha256:…``; wins over the tag when both are set (the runtime pulls by digest)."""
     pytorch_image: ImageRepository = PYTORCH_IMAGE
+    """Image of the PyTorch/NCCL verification workload (NGC PyTorch)."""
     pytorch: ImageTag = PYTORCH
-    #: GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default.
+    """Tag of ``pytorchImage`` (an NGC release, e.g. ``25.10-py3``)."""
     gpu_driver: ImageTag | None = None
-    #: NVIDIA DRA driver for GPUs (``gpuOperator.resourceModel: dra``): repository and tag of the
-    #: ``dra-driver-nvidia-gpu`` image the GPUCluster names.
+    """GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default."""
     dra_driver_repository: ImageRepository = DRA_DRIVER_REPOSITORY
+    """NVIDIA DRA driver for GPUs (``gpuOperator.resourceModel: dra``): repository and tag of the
+    ``dra-driver-nvidia-gpu`` image the GPUCluster names."""
     dra_driver: ImageTag = DRA_DRIVER
-    #: Kueue (``gpuaas:queues``): its chart (an OCI reference, no repository) and manager image.
+    """Tag of the ``dra-driver-nvidia-gpu`` image in ``draDriverRepository`` (default v0.5.0, the one GPU Operator
+    v26.7.0 names)."""
     kueue_chart: ChartVersion = KUEUE_CHART
+    """Kueue (``gpuaas:queues``): its chart (an OCI reference, no repository) and manager image."""
     kueue_chart_ref: OciReference = KUEUE_CHART_REF
+    """OCI reference of the Kueue chart (default registry.k8s.io's); ignored while a chart mirror
+    (``gpuaas:charts``) is set (components/rules/charts.py)."""
     kueue_image: ImageRepository = KUEUE_IMAGE
+    """Image repository of the Kueue manager."""
     kueue: ImageTag = KUEUE
-    #: HAMi (node groups with ``hami``): its chart repository and version, its image (device plugin,
-    #: scheduler extender, monitor), the kube-scheduler repository (tagged with the cluster's declared
-    #: version) and the webhook certificate job's image.
+    """Tag of ``kueueImage``; the same release as ``kueueChart`` (default v0.19.2)."""
     hami_helm_repository: RepositoryUrl = HAMI_HELM_REPO
+    """HAMi (node groups with ``hami``): its chart repository and version, its image (device plugin,
+    scheduler extender, monitor), the kube-scheduler repository (tagged with the cluster's declared
+    version) and the webhook certificate job's image."""
     hami_chart: ChartVersion = HAMI_CHART
+    """HAMi chart version (default 2.10.0, shared/upstream/charts/hami-2.10.0)."""
     hami_image: ImageRepository = HAMI_IMAGE
+    """HAMi image (device plugin, scheduler extender and monitor)."""
     hami: ImageTag = HAMI
+    """Tag of ``hamiImage``; the same release as ``hamiChart`` (default v2.10.0)."""
     kube_scheduler_image: ImageRepository = KUBE_SCHEDULER_IMAGE
+    """kube-scheduler repository of HAMi's scheduler pod, tagged with the cluster's declared Kubernetes version
+    (default registry.k8s.io's, not the chart's mirror)."""
     webhook_certgen_image: ImageRepository = WEBHOOK_CERTGEN_IMAGE
+    """Image of HAMi's webhook certificate job: kube-webhook-certgen as ingress-nginx publishes it, instead of the
+    chart's personal image."""
     webhook_certgen: ImageTag = WEBHOOK_CERTGEN
+    """Tag of ``webhookCertgenImage`` (default v1.6.9; not re-read from the registry: check it with ``crane ls`` and
+    mirror it)."""
