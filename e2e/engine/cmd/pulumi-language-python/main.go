@@ -8,8 +8,12 @@
 // this binary from the sdk/v3 module zip at the pinned SDK version) in the project's virtualenv
 // (Pulumi.yaml runtime.options.virtualenv) with the engine's arguments and config in the
 // environment; RunPlugin starts a policy pack as `python -m pulumi.policy <args> <dir>` behind
-// the SDK's PolicyProxy, which hands the pack its stack configuration. Dependency installation,
-// code generation and `pulumi about` details are left unimplemented.
+// the SDK's PolicyProxy, which hands the pack its stack configuration, and a component provider
+// (PulumiPlugin.yaml, runtime python) as `python <dir> <args>`. For `pulumi package add`
+// (packages.go): GeneratePackage writes a Python SDK with the engine's own pkg/v3/codegen/python,
+// Link adds it to the program's requirements.txt, and InstallDependencies installs from local
+// paths only (`pip install --no-index`): nothing is downloaded. `pulumi about` details are left
+// unimplemented.
 package main
 
 import (
@@ -226,14 +230,23 @@ func (h *pythonHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulum
 	return &pulumirpc.RunResponse{}, nil
 }
 
-// RunPlugin runs a Python policy pack (kind analyzer) as upstream does: `python -u -m
+// RunPlugin runs a Python plugin: a component provider (kind resource, packages.go) or a policy
+// pack (kind analyzer).
+func (h *pythonHost) RunPlugin(req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer) error {
+	switch req.Kind {
+	case string(apitype.ResourcePlugin):
+		return runProvider(req, server)
+	case string(apitype.AnalyzerPlugin):
+		return runPolicyPack(req, server)
+	}
+	return fmt.Errorf("this e2e language host runs component providers and policy packs, not %s plugins", req.Kind)
+}
+
+// runPolicyPack runs a Python policy pack (kind analyzer) as upstream does: `python -u -m
 // pulumi.policy <args> <pack dir>` in the pack's own virtualenv, working directory the pack,
 // behind sdk.PolicyProxy so that the pack gets the stack's configuration in its environment.
-func (h *pythonHost) RunPlugin(req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer) error {
+func runPolicyPack(req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer) error {
 	ctx := server.Context()
-	if req.Kind != string(apitype.AnalyzerPlugin) {
-		return fmt.Errorf("this e2e language host runs policy packs only, not %s plugins", req.Kind)
-	}
 	opts, err := options(req.Info, true)
 	if err != nil {
 		return err
