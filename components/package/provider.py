@@ -218,7 +218,7 @@ def _rdma_plugin(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions |
 
 def _gpu_operator(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:
     cfg = stack_config("GpuOperator", args)
-    c = GpuOperatorComponent(name, cfg, opts, depends_on=_after(opts))
+    c = GpuOperatorComponent(name, platform_args.gpu_operator(cfg), opts)
     return c, {"namespace": cfg.gpu_operator.namespace}
 
 

@@ -18,7 +18,9 @@ class MigConfig(TypedDict):
     """A MIG layout for every GPU of a node group: a named ``layout`` or explicit ``profiles``. Neither means ``all-disabled``. Named layouts: ``all-disabled``, ``all-balanced``, ``all-<profile>`` or ``<n>x<profile>`` terms joined by ``-`` (``1x4g.40gb-3x1g.10gb``)."""
 
     layout: NotRequired[str]
+    """A named MIG layout: ``all-disabled``, ``all-balanced``, ``all-<profile>`` or ``<n>x<profile>`` terms joined by ``-`` (e.g. ``1x4g.40gb-3x1g.10gb``); not with ``profiles``."""
     profiles: NotRequired[dict[str, int]]
+    """An explicit MIG layout: instances of each profile per GPU (e.g. ``{1g.10gb: 7}``); not with ``layout``. Neither set means ``all-disabled``."""
     reconfigure: NotRequired[bool]
     """Acknowledges that changing this layout evicts every GPU pod on the group's nodes. Without it a run whose layout differs from the last run's stops (components/guards/mig.py). Defaults to `false`."""
 
@@ -27,6 +29,7 @@ class TimeSlicingConfig(TypedDict):
     """Time-slicing: each GPU is advertised ``replicas`` times as ``nvidia.com/gpu.shared``."""
 
     replicas: int
+    """How many times each GPU is advertised as ``nvidia.com/gpu.shared``, i.e. how many pods share one GPU: 1 to 110 (the kubelet's default ``maxPods``)."""
 
 
 class HamiCorePolicy(enum.StrEnum, enum.Enum):
@@ -61,12 +64,17 @@ class NodeGroupConfig(TypedDict):
     """Nodes with the same hardware and the same GPU sharing; the unit MIG/time-slicing apply to."""
 
     mig: NotRequired[MigConfig]
+    """The MIG layout of every GPU of the group or pool (default: MIG disabled)."""
     time_slicing: NotRequired[TimeSlicingConfig]
+    """Time-slicing of the group's or pool's GPUs; unset: none. Not with a MIG layout nor with ``hami``."""
     hami: NotRequired[HamiConfig]
+    """HAMi slicing of the group's or pool's GPUs (``nvidia.com/vgpu``); unset: none. Not with a MIG layout nor with ``timeSlicing``."""
     name: str
+    """Name of the node group (a DNS label, unique in ``nodeGroups``); nodes join it by ``nodes[].nodeGroup`` and it names the group's device-plugin config."""
     gpu_model: str
+    """GPU model of every node in the group, one of the catalog's (components/model/catalog.py ``GPU_MODELS``, e.g. ``H100-80GB``); it decides which MIG profiles fit and the group's GPU memory."""
     gpus_per_node: NotRequired[int]
-    """Defaults to `8`."""
+    """GPUs in each node of the group (default 8); capacity, quotas and the GPU-count alerts are computed from it. Defaults to `8`."""
     hcas: NotRequired[list[str]]
     """RDMA device names of the InfiniBand HCAs (``ibv_devices``); their order fixes HCA indices in GUIDs. Defaults to `["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"]`."""
 
@@ -75,8 +83,11 @@ class NodeConfig(TypedDict):
     """An existing Kubernetes node. ``id`` feeds the GUID scheme, so it never changes once set."""
 
     name: str
+    """The Kubernetes node's name (``kubectl get nodes``), unique in ``nodes``."""
     id: int
+    """Unique number of the node in the GUID scheme: it seeds its VF GUIDs, so it never changes once set and must fit ``fabric.guidScheme.nodeBits``."""
     node_group: str
+    """Name of the node group (``nodeGroups[].name``) the node belongs to: its hardware and GPU sharing."""
 
 
 class FabricLinkRateGbps(enum.IntEnum, enum.Enum):
@@ -91,13 +102,13 @@ class GuidSchemeConfig(TypedDict):
     """VF GUID = ``base | node.id << (hcaBits+vfBits) | hcaIndex << vfBits | vfIndex``. Defaults place GUIDs in the locally administered 0x02… range that NVIDIA's ib-kubernetes uses for its pool (Mellanox/ib-kubernetes pkg/config/config.go)."""
 
     base: NotRequired[str]
-    """Defaults to `144115188075855872`."""
+    """High bits every VF GUID starts from (default ``0x0200000000000000``, the locally administered range ib-kubernetes uses); its low ``nodeBits+hcaBits+vfBits`` bits must be clear. Defaults to `144115188075855872`."""
     node_bits: NotRequired[int]
-    """Defaults to `16`."""
+    """Bits of the node id in a VF GUID (default 16): every ``nodes[].id`` must be below ``2**nodeBits``; ``nodeBits+hcaBits+vfBits`` is at most 56. Defaults to `16`."""
     hca_bits: NotRequired[int]
-    """Defaults to `4`."""
+    """Bits of the HCA index (the HCA's place in its node group's ``hcas``) in a VF GUID (default 4: up to 16 HCAs per node). Defaults to `4`."""
     vf_bits: NotRequired[int]
-    """Defaults to `8`."""
+    """Bits of the VF index in a VF GUID (default 8); ``vfsPerHca`` must fit in them. Defaults to `8`."""
 
 
 class OpenSmIpoibMtu(enum.IntEnum, enum.Enum):
@@ -119,7 +130,7 @@ class OpenSmConfig(TypedDict):
     """Subnet-manager settings rendered into ``partitions.conf`` and an ``opensm.conf`` fragment."""
 
     routing_engine: NotRequired[str]
-    """Defaults to `"ftree"`."""
+    """OpenSM ``routing_engine`` written to the opensm.conf fragment (default ``ftree``): a comma list without spaces tried in order, optionally ending in ``no_fallback`` (opensm(8)). Defaults to `"ftree"`."""
     ipoib_mtu: NotRequired[OpenSmIpoibMtu]
     """IBTA MTU code of the IPoIB broadcast groups: 4 = 2048, 5 = 4096 (opensm(8)). Defaults to `5`."""
     ipoib_rate: NotRequired[OpenSmIpoibRate]
@@ -127,6 +138,7 @@ class OpenSmConfig(TypedDict):
     deploy_in_cluster: NotRequired[bool]
     """Run NVIDIA OpenSM in the cluster (privileged Deployment pinned to ``node``). Defaults to `false`."""
     node: NotRequired[str]
+    """Kubernetes node (one of ``platform.nodes``) that runs the in-cluster OpenSM: it needs that node's HCA and umad devices. Required with ``deployInCluster``."""
 
 
 class FabricVfConfig(enum.StrEnum, enum.Enum):
@@ -150,8 +162,9 @@ class InfraPartitionConfig(TypedDict):
     name: NotRequired[str]
     """The partition's name in partitions.conf. Defaults to `"infra"`."""
     pkey: str
+    """P_Key of the hosts' partition (``0x0001``..``0x7ffe``, written as a number or hex string; the full-member bit is ignored); unique among the stack's partitions."""
     ipoib: NotRequired[bool]
-    """Defaults to `true`."""
+    """Give the partition an IPoIB broadcast group (``ipoib`` flag in partitions.conf, with ``opensm.ipoibMtu``/``ipoibRate``); default true: host IPoIB runs over it. Defaults to `true`."""
     ports: list[str]
     """Port GUIDs of the hosts' PFs (``ibstat -p`` on each host); VF GUIDs are refused."""
 
@@ -160,13 +173,15 @@ class FabricConfig(TypedDict):
     """The on-prem InfiniBand fabric: SR-IOV layout, GUIDs and the subnet manager."""
 
     vfs_per_hca: NotRequired[int]
-    """Defaults to `6`."""
+    """SR-IOV VFs created on every HCA (``sriov_numvfs``, default 6): at most ``firmwareMaxVfs`` and ``2**guidScheme.vfBits``; teams' ``partition.vfIndex`` must be below it. Changing it needs ``reconfigure``. Defaults to `6`."""
     firmware_max_vfs: NotRequired[int]
     """``NUM_OF_VFS`` burnt into firmware (mlxconfig); ConnectX allows at most 127 per port. Defaults to `16`."""
     link_rate_gbps: NotRequired[FabricLinkRateGbps]
-    """Defaults to `400`."""
+    """Line rate of one HCA port in Gb/s: 200 (HDR), 400 (NDR, default) or 800 (XDR). The ib_write_bw proof expects ``verification.ibWriteBwMinFraction`` of it. Defaults to `400`."""
     guid_scheme: NotRequired[GuidSchemeConfig]
+    """How VF GUIDs are derived from node id, HCA and VF index (see :class:`GuidScheme`). Changing it re-binds every VF and needs ``reconfigure``."""
     opensm: NotRequired[OpenSmConfig]
+    """The subnet manager's settings: routing engine, IPoIB MTU and rate, and whether OpenSM runs in the cluster."""
     vf_config: NotRequired[FabricVfConfig]
     """How VFs are created and given GUIDs on the hosts (see components/fabric/sriov_host.py). Defaults to `"daemonset"`."""
     ipam: NotRequired[FabricIpam]
@@ -198,8 +213,11 @@ class OnPremPlatformConfig(TypedDict):
     kubernetes_version: NotRequired[str]
     """The cluster's Kubernetes version (``kubectl version``, e.g. ``1.37.2``), declared because gpuaas does not create this cluster. Required: checked against the support dates (components/model/kubernetes.py) and what moves with the minor (components/rules/versions.py). Optional in the model only so that every other problem is still reported when it is missing."""
     node_groups: list[NodeGroupConfig]
+    """The node groups: nodes of the same hardware and GPU sharing."""
     nodes: list[NodeConfig]
+    """Every GPU node gpuaas manages, with its GUID-scheme id and node group."""
     fabric: NotRequired[FabricConfig]
+    """The InfiniBand fabric: VFs per HCA, link rate, GUID scheme, infrastructure partition and OpenSM (defaults: :class:`Fabric`'s)."""
     multus: NotRequired[MultusConfig]
     """Required once a team has a P_Key partition (its NAD goes through Multus)."""
 
@@ -208,6 +226,7 @@ class ResourceGroupConfig(TypedDict):
     """ResourceGroupConfig"""
 
     name: str
+    """Name of the Azure resource group of the cluster."""
     create: NotRequired[bool]
     """``False``: the group exists and is only referenced. Defaults to `true`."""
 
@@ -223,15 +242,15 @@ class SystemPoolConfig(TypedDict):
     """The small inline System pool of the ManagedCluster (the API cannot update it in place)."""
 
     name: NotRequired[str]
-    """Defaults to `"system"`."""
+    """Name of the AKS System pool (default ``system``). Defaults to `"system"`."""
     vm_size: NotRequired[str]
-    """Defaults to `"Standard_D8ds_v5"`."""
+    """Azure VM size of the System pool's nodes (default ``Standard_D8ds_v5``). Defaults to `"Standard_D8ds_v5"`."""
     os_sku: NotRequired[SystemPoolOsSku]
     """One OS SKU for the whole cluster; ``Ubuntu2204`` runs up to Kubernetes 1.36 (components/rules/versions.py). Defaults to `"Ubuntu2204"`."""
     min_count: NotRequired[int]
-    """Defaults to `1`."""
+    """Fewest System pool nodes the cluster autoscaler keeps: at least 1 (the System pool cannot scale to zero) and at most ``maxCount`` (default 1). Defaults to `1`."""
     max_count: NotRequired[int]
-    """Defaults to `3`."""
+    """Most System pool nodes the cluster autoscaler adds (default 3). Defaults to `3`."""
 
 
 class GpuPoolOsSku(enum.StrEnum, enum.Enum):
@@ -245,39 +264,48 @@ class GpuPoolConfig(TypedDict):
     """An ND InfiniBand GPU pool: its own AgentPool, and on Azure its own IB partition."""
 
     mig: NotRequired[MigConfig]
+    """The MIG layout of every GPU of the group or pool (default: MIG disabled)."""
     time_slicing: NotRequired[TimeSlicingConfig]
+    """Time-slicing of the group's or pool's GPUs; unset: none. Not with a MIG layout nor with ``hami``."""
     hami: NotRequired[HamiConfig]
+    """HAMi slicing of the group's or pool's GPUs (``nvidia.com/vgpu``); unset: none. Not with a MIG layout nor with ``timeSlicing``."""
     name: str
+    """Name of the AKS agent pool (unique in ``gpuPools``); teams' ``partition.nodePool`` names it."""
     vm_size: NotRequired[str]
-    """Defaults to `"Standard_ND96isr_H100_v5"`."""
+    """Azure VM size of the pool: an ND size with InfiniBand (an RDMA ``r`` size, components/model/catalog.py ``ND_SKUS``); the pool's GPU model and count follow from it. Defaults to `"Standard_ND96isr_H100_v5"`."""
     os_sku: NotRequired[GpuPoolOsSku]
     """Pinned because NVIDIA's DOCA and driver images are built per OS release. ``Ubuntu2204`` runs up to Kubernetes 1.36, ``Ubuntu2404`` from 1.32 to 1.38; every pool runs the same one (components/rules/versions.py; README, "Upgrading Kubernetes"). Defaults to `"Ubuntu2204"`."""
     min_count: NotRequired[int]
-    """Defaults to `0`."""
+    """Fewest nodes the cluster autoscaler keeps (default 0: the pool scales from zero, through the autoscaler's node-template tags). Also the pool's ``count`` at creation (Azure requires one); it is not updated later. Defaults to `0`."""
     max_count: NotRequired[int]
-    """Defaults to `2`."""
+    """Most nodes the cluster autoscaler adds (default 2); the pool's GPU capacity, which quotas are checked against, is counted at this size. Defaults to `2`."""
     taints: NotRequired[list[str]]
-    """Defaults to `["nvidia.com/gpu=present:NoSchedule"]`."""
+    """Taints of the pool's nodes (``key=value:Effect``; default ``nvidia.com/gpu=present:NoSchedule``); the pods of the teams on the pool get tolerations for them (components/tenancy/networks.py). Defaults to `["nvidia.com/gpu=present:NoSchedule"]`."""
     labels: NotRequired[dict[str, str]]
-    """Defaults to `{}`."""
+    """Extra Kubernetes labels of the pool's nodes; gpuaas's own labels (node group, MIG and device-plugin config) are added over them and their keys are refused here. Defaults to `{}`."""
 
 
 class AksPlatformConfig(TypedDict):
     """Azure AKS with ND-series InfiniBand GPU pools (pulumi-azure-native v3)."""
 
     subscription_id: str
+    """Azure subscription ID (a GUID) of the cluster."""
     location: str
     """Must agree with ``azure-native:location`` where the stack sets it (components/loader.py parse_stack)."""
     resource_group: ResourceGroupConfig
+    """The cluster's resource group: its name and whether gpuaas creates it."""
     cluster_name: str
+    """Name of the AKS managed cluster (a DNS label)."""
     kubernetes_version: NotRequired[str]
-    """Defaults to `"1.36.3"`."""
+    """Kubernetes version of the cluster and its pools (default pinned in components/model/versions.py ``AKS_KUBERNETES``); checked against the support dates and the pools' OS SKU. Defaults to `"1.36.3"`."""
     existing_cluster: NotRequired[bool]
     """Use an existing cluster (``clusterName`` in ``resourceGroup``, which must then have ``create: false``) instead of creating one: nothing in Azure is created or changed, only its user credentials are read; ``gpuPools`` then describe the pools it already has. Defaults to `false`."""
     register_infiniband_feature: NotRequired[bool]
     """Register the ``AKSInfinibandSupport`` preview feature (a pool's VMs on one IB network). Subscription-wide: it applies to every AKS cluster in the subscription and is kept when the stack is destroyed. Asynchronous: Azure returns while it is still ``Registering``; pools created before ``Registered`` get no IB placement, so register once out of band or rerun ``pulumi up`` once ``az feature show`` reports ``Registered``. Defaults to `false`."""
     system_pool: NotRequired[SystemPoolConfig]
+    """The inline System pool of the managed cluster (defaults: :class:`SystemPool`'s)."""
     gpu_pools: list[GpuPoolConfig]
+    """The ND InfiniBand GPU pools, each its own agent pool; with ``existingCluster`` they describe the pools the cluster already has."""
 
 
 class PlatformConfig(TypedDict):
@@ -293,71 +321,71 @@ class VersionsConfig(TypedDict):
     """Pinned chart and image versions (``gpuaas:versions``). Defaults: the constants above."""
 
     helm_repository: NotRequired[str]
-    """Defaults to `"https://helm.ngc.nvidia.com/nvidia"`."""
+    """Helm repository of the Network Operator and GPU Operator charts (default NVIDIA's, https://helm.ngc.nvidia.com/nvidia); ignored while a chart mirror (``gpuaas:charts``) is set (components/rules/charts.py). Defaults to `"https://helm.ngc.nvidia.com/nvidia"`."""
     network_operator_chart: NotRequired[str]
-    """Defaults to `"v26.4.1"`."""
+    """NVIDIA Network Operator chart version (default the newest stable tag, shared/upstream/network-operator). Defaults to `"v26.4.1"`."""
     gpu_operator_chart: NotRequired[str]
-    """Defaults to `"v26.7.0"`."""
+    """NVIDIA GPU Operator chart version (default the newest release, shared/upstream/gpu-operator); v26.7.0 is the first with the GPUCluster CR that ``gpuOperator.dra`` needs. Defaults to `"v26.7.0"`."""
     mellanox_repository: NotRequired[str]
-    """Defaults to `"nvcr.io/nvidia/mellanox"`."""
+    """Image repository of the NicClusterPolicy operands from NVIDIA's Mellanox registry (the DOCA driver and the operator's components). Defaults to `"nvcr.io/nvidia/mellanox"`."""
     network_operator_components: NotRequired[str]
-    """Defaults to `"network-operator-v26.4.1"`."""
+    """Image tag of the NicClusterPolicy operands other than the DOCA driver, as in the Network Operator release's full NicClusterPolicy example (default ``network-operator-v26.4.1``). Defaults to `"network-operator-v26.4.1"`."""
     doca_driver: NotRequired[str]
-    """Defaults to `"doca3.4.1-26.04-1.1.0.0-1"`."""
+    """DOCA driver container tag (in ``mellanoxRepository``); the operator appends ``-<os><ver>-<arch>`` itself, so this is the tag without that suffix. Defaults to `"doca3.4.1-26.04-1.1.0.0-1"`."""
     ib_sriov_cni_image: NotRequired[str]
-    """Defaults to `"ghcr.io/k8snetworkplumbingwg/ib-sriov-cni"`."""
+    """Image of the ib-sriov CNI binary installer (k8snetworkplumbingwg/ib-sriov-cni); gpuaas installs the binary itself because the NicClusterPolicy has no ib-sriov field. Defaults to `"ghcr.io/k8snetworkplumbingwg/ib-sriov-cni"`."""
     ib_sriov_cni: NotRequired[str]
-    """Defaults to `"v1.3.0"`."""
+    """Tag of ``ibSriovCniImage`` (default v1.3.0, the newest release). Defaults to `"v1.3.0"`."""
     rdma_shared_device_plugin_image: NotRequired[str]
-    """Defaults to `"ghcr.io/mellanox/k8s-rdma-shared-dev-plugin"`."""
+    """Image of the standalone RDMA shared device plugin (Mellanox/k8s-rdma-shared-dev-plugin). Defaults to `"ghcr.io/mellanox/k8s-rdma-shared-dev-plugin"`."""
     rdma_shared_device_plugin: NotRequired[str]
-    """Defaults to `"v1.5.3"`."""
+    """Tag of ``rdmaSharedDevicePluginImage`` (default v1.5.3). Defaults to `"v1.5.3"`."""
     node_tools_image: NotRequired[str]
-    """Defaults to `"docker.io/library/debian"`."""
+    """Host-tool image of gpuaas's privileged node DaemonSets and jobs (ib-node-config, SR-IOV host config, OpenSM, Multus kubeconfig); it needs only bash and util-linux's nsenter. Defaults to `"docker.io/library/debian"`."""
     node_tools: NotRequired[str]
-    """Defaults to `"12.12-slim"`."""
+    """Tag of ``nodeToolsImage`` (default ``12.12-slim``). Defaults to `"12.12-slim"`."""
     opensm_image: NotRequired[str]
-    """Defaults to `"nvcr.io/nvidia/mellanox/opensm"`."""
+    """Image of the in-cluster OpenSM (opt-in, ``platform.fabric.opensm``): one that carries NVIDIA's OpenSM with virtualization (virt_enabled) support. Defaults to `"nvcr.io/nvidia/mellanox/opensm"`."""
     opensm: NotRequired[str]
-    """Defaults to `"5.23.0"`."""
+    """Tag of ``opensmImage``. Defaults to `"5.23.0"`."""
     perftest_image: NotRequired[str]
-    """Defaults to `"ghcr.io/azure/aks-rdma-infiniband/ibtools"`."""
+    """Image of the ib_write_bw (perftest) verification workload; upstream publishes it as ``latest`` only, so ``perftestDigest`` pins it. Defaults to `"ghcr.io/azure/aks-rdma-infiniband/ibtools"`."""
     perftest: NotRequired[str]
     """A pinned tag of ``perftestImage``; unset where the digest pins it (upstream tags only ``latest``)."""
     perftest_digest: NotRequired[str]
     """``sha256:…``; wins over the tag when both are set (the runtime pulls by digest). Defaults to `"sha256:dcc502375af37e42dcdd75f758d406282007ff01590551822dafc03d740e02ce"`."""
     pytorch_image: NotRequired[str]
-    """Defaults to `"nvcr.io/nvidia/pytorch"`."""
+    """Image of the PyTorch/NCCL verification workload (NGC PyTorch). Defaults to `"nvcr.io/nvidia/pytorch"`."""
     pytorch: NotRequired[str]
-    """Defaults to `"25.10-py3"`."""
+    """Tag of ``pytorchImage`` (an NGC release, e.g. ``25.10-py3``). Defaults to `"25.10-py3"`."""
     gpu_driver: NotRequired[str]
     """GPU driver version the GPU Operator installs; ``None`` keeps the chart's tested default."""
     dra_driver_repository: NotRequired[str]
     """NVIDIA DRA driver for GPUs (``gpuOperator.resourceModel: dra``): repository and tag of the ``dra-driver-nvidia-gpu`` image the GPUCluster names. Defaults to `"nvcr.io/nvidia"`."""
     dra_driver: NotRequired[str]
-    """Defaults to `"v0.5.0"`."""
+    """Tag of the ``dra-driver-nvidia-gpu`` image in ``draDriverRepository`` (default v0.5.0, the one GPU Operator v26.7.0 names). Defaults to `"v0.5.0"`."""
     kueue_chart: NotRequired[str]
     """Kueue (``gpuaas:queues``): its chart (an OCI reference, no repository) and manager image. Defaults to `"0.19.2"`."""
     kueue_chart_ref: NotRequired[str]
-    """Defaults to `"oci://registry.k8s.io/kueue/charts/kueue"`."""
+    """OCI reference of the Kueue chart (default registry.k8s.io's); ignored while a chart mirror (``gpuaas:charts``) is set (components/rules/charts.py). Defaults to `"oci://registry.k8s.io/kueue/charts/kueue"`."""
     kueue_image: NotRequired[str]
-    """Defaults to `"registry.k8s.io/kueue/kueue"`."""
+    """Image repository of the Kueue manager. Defaults to `"registry.k8s.io/kueue/kueue"`."""
     kueue: NotRequired[str]
-    """Defaults to `"v0.19.2"`."""
+    """Tag of ``kueueImage``; the same release as ``kueueChart`` (default v0.19.2). Defaults to `"v0.19.2"`."""
     hami_helm_repository: NotRequired[str]
     """HAMi (node groups with ``hami``): its chart repository and version, its image (device plugin, scheduler extender, monitor), the kube-scheduler repository (tagged with the cluster's declared version) and the webhook certificate job's image. Defaults to `"https://project-hami.github.io/HAMi/"`."""
     hami_chart: NotRequired[str]
-    """Defaults to `"2.10.0"`."""
+    """HAMi chart version (default 2.10.0, shared/upstream/charts/hami-2.10.0). Defaults to `"2.10.0"`."""
     hami_image: NotRequired[str]
-    """Defaults to `"docker.io/projecthami/hami"`."""
+    """HAMi image (device plugin, scheduler extender and monitor). Defaults to `"docker.io/projecthami/hami"`."""
     hami: NotRequired[str]
-    """Defaults to `"v2.10.0"`."""
+    """Tag of ``hamiImage``; the same release as ``hamiChart`` (default v2.10.0). Defaults to `"v2.10.0"`."""
     kube_scheduler_image: NotRequired[str]
-    """Defaults to `"registry.k8s.io/kube-scheduler"`."""
+    """kube-scheduler repository of HAMi's scheduler pod, tagged with the cluster's declared Kubernetes version (default registry.k8s.io's, not the chart's mirror). Defaults to `"registry.k8s.io/kube-scheduler"`."""
     webhook_certgen_image: NotRequired[str]
-    """Defaults to `"registry.k8s.io/ingress-nginx/kube-webhook-certgen"`."""
+    """Image of HAMi's webhook certificate job: kube-webhook-certgen as ingress-nginx publishes it, instead of the chart's personal image. Defaults to `"registry.k8s.io/ingress-nginx/kube-webhook-certgen"`."""
     webhook_certgen: NotRequired[str]
-    """Defaults to `"v1.6.9"`."""
+    """Tag of ``webhookCertgenImage`` (default v1.6.9; not re-read from the registry: check it with ``crane ls`` and mirror it). Defaults to `"v1.6.9"`."""
 
 
 class ChartsConfig(TypedDict):
@@ -489,9 +517,11 @@ class OnPremPartitionConfig(TypedDict):
     """A team's InfiniBand partition on-prem: its P_Key and the VF index bound to it on every HCA."""
 
     pkey: str
+    """The team's InfiniBand P_Key (``0x0001``..``0x7ffe``, written as a number or hex string such as ``0x0001``; ``0x8001`` names the same partition): unique per stack. OpenSM's partitions.conf puts the team's VFs in it."""
     vf_index: int
+    """Which VF of every HCA the team's partition gets (0 .. ``platform.fabric.vfsPerHca`` - 1), unique per stack; the team's pods get those VFs."""
     ipoib: NotRequired[bool]
-    """Defaults to `true`."""
+    """Give the partition an IPoIB broadcast group (``ipoib`` flag in partitions.conf, with ``platform.fabric.opensm.ipoibMtu``/``ipoibRate``); default true. Defaults to `true`."""
     reconfigure: NotRequired[bool]
     """Acknowledges that changing this ``pkey`` or ``vfIndex`` moves the team's VFs to another partition or pool under its running pods. Without it such a run stops (components/guards/fabric.py). Defaults to `false`."""
 
@@ -500,6 +530,7 @@ class AksPartitionConfig(TypedDict):
     """On AKS a partition is a dedicated ND node pool: Azure assigns one P_Key per VMSS."""
 
     node_pool: str
+    """Name of the ND GPU pool (``platform.gpuPools[].name``) the team's pods are placed on: Azure puts each pool on its own InfiniBand partition."""
 
 
 class PartitionConfig(TypedDict):
@@ -526,21 +557,21 @@ class QuotaConfig(TypedDict):
     """A team's quota. Extended resources are quota'd as ``requests.<resource>`` (Kubernetes docs)."""
 
     gpus: NotRequired[int]
-    """Defaults to `0`."""
+    """Whole GPUs (``requests.nvidia.com/gpu``) the team may request at once; default 0. Defaults to `0`."""
     mig: NotRequired[dict[str, int]]
     """MIG instances per profile name, e.g. ``{"1g.10gb": 4}`` (mixed strategy). Defaults to `{}`."""
     time_sliced_gpus: NotRequired[int]
-    """Defaults to `0`."""
+    """Time-sliced GPU replicas (``requests.nvidia.com/gpu.shared``) the team may request at once; default 0. Defaults to `0`."""
     rdma: NotRequired[int]
     """On-prem: VFs of the team's partition; AKS: RDMA shared-device slots. Defaults to `0`."""
     hami: NotRequired[HamiQuotaConfig]
     """HAMi slices (node groups with ``hami``)."""
     cpu: NotRequired[str]
-    """Defaults to `"64"`."""
+    """CPU the team's pods may request in all (``requests.cpu``, a Kubernetes quantity such as ``64`` or ``500m``); default ``64``. Defaults to `"64"`."""
     memory: NotRequired[str]
-    """Defaults to `"512Gi"`."""
+    """Memory the team's pods may request in all (``requests.memory``, a Kubernetes quantity such as ``512Gi``); default ``512Gi``. Defaults to `"512Gi"`."""
     pods: NotRequired[int]
-    """Defaults to `200`."""
+    """Most pods in the team's namespace (ResourceQuota ``pods``); default 200. Defaults to `200`."""
 
 
 class HamiAmountsConfig(TypedDict):
@@ -581,6 +612,7 @@ class TeamConfig(TypedDict):
     """A tenant: a namespace with a quota, RBAC for its groups, and optionally an IB partition."""
 
     name: str
+    """The team's name (a DNS label, unique per stack); also its namespace unless ``namespace`` is set, and the name of its partition and queue."""
     namespace: NotRequired[str]
     """Defaults to the team name."""
     groups: NotRequired[list[str]]
@@ -590,8 +622,11 @@ class TeamConfig(TypedDict):
     protect: NotRequired[bool]
     """Pulumi ``protect`` on the namespace: deleting it deletes every workload and volume claim of the team. To retire a team, set ``false``, run ``pulumi up``, then remove the team. Defaults to `true`."""
     partition: NotRequired[PartitionConfig]
+    """The team's InfiniBand partition: on-prem ``{pkey, vfIndex}``, on AKS ``{nodePool}``; unset: the team gets no RDMA network of its own."""
     quota: NotRequired[QuotaConfig]
+    """The team's ResourceQuota: GPUs of each kind, RDMA, CPU, memory and pods (defaults: :class:`Quota`'s)."""
     queue: NotRequired[TeamQueueConfig]
+    """The team's Kueue queue (borrowing, lending, cohort, node groups); used only with ``gpuaas:queues.elastic: true``."""
     verify: NotRequired[bool]
     """Run the ib_write_bw and NCCL proofs for this team after every ``pulumi up``. Defaults to `false`."""
 
@@ -792,6 +827,8 @@ class ObservabilityConfig(TypedDict):
     """Evaluation interval of every rule group; GPU-hours are summed at this step. Defaults to `"1m"`."""
     alert_labels: NotRequired[dict[str, str]]
     """Labels added to every alert, for Alertmanager routing (each alert also carries ``team`` where it has one). Defaults to `{}`."""
+    runbook_base_url: NotRequired[str]
+    """Base of every alert's ``runbook_url`` annotation: the alert's page is ``<base>/<alert>.md``. Defaults to the pages' path in this repository (``docs/runbooks``); set it to where the pages are published (e.g. ``https://gpuaas.example.com/runbooks``) so that a page links from the alert. Defaults to `"docs/runbooks"`."""
     mig_weights: NotRequired[dict[str, float]]
     """GPU-equivalents of one MIG instance, by profile; defaults to compute slices / the GPU's slices. Defaults to `{}`."""
     prices: NotRequired[PricesConfig]
@@ -812,6 +849,8 @@ class PlatformArgs(TypedDict):
     queues: NotRequired[QueuesConfig]
     verification: NotRequired[VerificationConfig]
     observability: NotRequired[ObservabilityConfig]
+    extra_config_namespaces: NotRequired[list[str]]
+    """Config namespaces beside gpuaas', Pulumi's and its providers' (``pulumi``, ``kubernetes``, ``azure-native``) that this stack file may use: a program of your own that reads ``myteam:owner`` lists ``myteam``. Keys of any other namespace are refused as a likely typo. Defaults to `[]`."""
 
 
 class NetworkOperatorArgs(TypedDict):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from components.loader import parse_config
-from components.observability.promql import Alert
 from components.observability.groups import rule_groups
+from components.observability.promql import Alert
 from components.plan import reference_docs
 from components.plan.offline import run_program, stack_config
 from tests.conftest import raw_stack
