@@ -289,7 +289,7 @@ def test_a_context_that_does_not_exist_is_named_not_every_proof_missing(
         "PATH",
         _fake_kubectl(tmp_path, 'echo "error: context was not found for specified context: nope" >&2\nexit 1\n'),
     )
-    assert g.main(["--context", "nope", "--stack", "onprem"]) == 2
+    assert g.main(["--context", "nope", "--stack", "onprem", "--stack-file", str(stack_path("onprem"))]) == 2
     out = capsys.readouterr()
     assert "context 'nope'" in out.err and "context was not found for specified context: nope" in out.err
     assert "missing" not in out.out
@@ -303,7 +303,7 @@ def test_a_job_the_server_does_not_have_is_missing(tmp_path: Path, monkeypatch: 
             tmp_path, "echo 'Error from server (NotFound): jobs.batch \"verify-nccl\" not found' >&2\nexit 1\n"
         ),
     )
-    assert g.main(["--context", "lab", "--stack", "onprem"]) == 1
+    assert g.main(["--context", "lab", "--stack", "onprem", "--stack-file", str(stack_path("onprem"))]) == 1
     out = capsys.readouterr()
     assert "missing" in out.out and "NOT ALL PASSED" in out.out
     assert out.err == ""

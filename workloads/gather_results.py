@@ -287,10 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Collect the gpuaas verification Jobs' results into one table.")
     p.add_argument("--context", help="kubeconfig context (default: the current context)")
     p.add_argument("--stack", required=True, help="stack name: reads Pulumi.<stack>.yaml")
+    p.add_argument("--stack-file", type=Path, help="read this stack file instead of Pulumi.<stack>.yaml")
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     args = p.parse_args(argv)
     try:
-        rows = gather(args.stack, kubectl_runner(args.context))
+        rows = gather(args.stack, kubectl_runner(args.context), args.stack_file)
     except KubectlError as err:
         print(f"gather_results: {err}", file=sys.stderr)
         return 2

@@ -28,7 +28,7 @@ from components.model import elastic, yamlfile
 from components.model.errors import ConfigError
 from components.plan import diff, writer
 from components.plan.offline import run_program
-from tests.conftest import ROOT, last_outputs, qualified, raw_stack
+from tests.conftest import ROOT, last_outputs, qualified, raw_stack, stack_path
 
 HUGE = "9" * 5000  # past Python's 4300-digit limit
 LARGE = "9" * 4000  # inside it
@@ -79,7 +79,18 @@ def test_a_previous_file_with_a_long_integer(
 ) -> None:
     prev = tmp_path / "outputs.yaml"
     prev.write_text(f"someOldOutput: {digits}\n" + yaml.safe_dump(last_outputs("onprem"), sort_keys=False))
-    rc = writer.main(["onprem", "--out", str(tmp_path / "p"), "--quiet", "--previous", str(prev)])
+    rc = writer.main(
+        [
+            "onprem",
+            "--stack-file",
+            str(stack_path("onprem")),
+            "--out",
+            str(tmp_path / "p"),
+            "--quiet",
+            "--previous",
+            str(prev),
+        ]
+    )
     err = capsys.readouterr().err
     assert "Traceback" not in err
     if why is not None:
@@ -94,7 +105,18 @@ def test_a_base_plan_with_a_5000_digit_integer_is_one_line(tmp_path: Path, capsy
     (base / "summary.txt").write_text("base\n")
     (base / "outputs.yaml").write_text(f"migLayouts: {HUGE}\n")
     (base / "index.yaml").write_text(f"x: {HUGE}\n")
-    rc = diff.main(["--stack", "onprem", "--base", str(tmp_path / "base"), "--out", str(tmp_path / "d")])
+    rc = diff.main(
+        [
+            "--stack",
+            "onprem",
+            "--stack-file",
+            str(stack_path("onprem")),
+            "--base",
+            str(tmp_path / "base"),
+            "--out",
+            str(tmp_path / "d"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "an integer of 5000 characters" in err and "Traceback" not in err
     # The index is read for grouping only: one past the limit groups the files as unindexed.

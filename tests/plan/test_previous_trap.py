@@ -16,10 +16,11 @@ import pytest
 
 from components.plan.diff import compare
 from components.plan.writer import main
+from tests.conftest import stack_path
 
 
 def _plan(out: Path, *args: str) -> int:
-    return main(["onprem", "--out", str(out), "--quiet", *args])
+    return main(["onprem", "--stack-file", str(stack_path("onprem")), "--out", str(out), "--quiet", *args])
 
 
 @pytest.mark.parametrize("spelling", ["direct", "dotted"])
