@@ -784,7 +784,7 @@ def test_with_elastic_quotas_kueue_maps_every_gpu_class_to_the_resource_the_queu
     # The device-plugin model has no claims to count: no mappings in its Kueue config.
     plugin_raw = raw_stack("onprem")
     plugin_raw["queues"] = {"elastic": True}
-    assert "resources" not in kueue_configuration(parse_config(plugin_raw))
+    assert "deviceClassMappings" not in kueue_configuration(parse_config(plugin_raw))["resources"]
 
 
 def test_with_elastic_quotas_a_teams_device_quota_is_its_queue_ceiling() -> None:
