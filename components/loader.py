@@ -3,6 +3,9 @@
 :func:`parse_config` is pure and raises :class:`ConfigError` listing every problem;
 :func:`load_config` wraps it for ``__main__.py`` and exits cleanly — a message per line, no
 traceback — before any resource is registered.
+
+One piece: the stack file's reading (both YAML readers' views, namespaces) and the Pulumi runtime's
+entry point share one error path, so every problem of a stack is reported in one list.
 """
 
 from __future__ import annotations

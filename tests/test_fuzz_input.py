@@ -131,7 +131,9 @@ def test_garbage_yaml_is_read_or_located(tmp_path: Path, text: str) -> None:
     try:
         config = read_stack_file(f)
     except ConfigError as err:
-        assert all(i.path.startswith(str(f)) for i in err.issues)
+        # Located: in the file (path:line:col), or at a key with the file's line and column in the
+        # reason (a value PyYAML and Pulumi's yaml.v3 read differently, components/model/goyaml.py).
+        assert all(i.path.startswith(str(f)) or f"({f.name}:" in i.message for i in err.issues), err.issues
         return
     _loads(config)
 
@@ -191,6 +193,8 @@ def test_mutated_stack_files_load_or_are_located(tmp_path: Path, data: st.DataOb
     try:
         config = read_stack_file(f)
     except ConfigError as err:
-        assert all(i.path.startswith(str(f)) for i in err.issues)
+        # Located: in the file (path:line:col), or at a key with the file's line and column in the
+        # reason (a value PyYAML and Pulumi's yaml.v3 read differently, components/model/goyaml.py).
+        assert all(i.path.startswith(str(f)) or f"({f.name}:" in i.message for i in err.issues), err.issues
         return
     _loads(config)

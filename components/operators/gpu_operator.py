@@ -341,12 +341,11 @@ def dra_values(args: GpuOperatorArgs, driver: dict[str, Any]) -> dict[str, Any]:
 class GpuOperator(pulumi.ComponentResource):
     """The GPU Operator release with the namespace and ConfigMaps it reads.
 
-    ``args.release_after`` orders the release after the NicClusterPolicy (reconciled, not ready: see
-    docs/notes/what-a-run-waits-for.md). GPUDirect RDMA needs the NIC driver (host or DOCA container)
-    up before the GPU driver stack starts (GPU Operator RDMA docs); that order is kept per node by
-    the operands, not by the run: with ``driver.rdma.enabled`` the driver's ``k8s-driver-manager``
-    and ``mofed`` validation wait for the node's MOFED (gpu-operator v26.7.0
-    controllers/object_controls.go ``GPU_DIRECT_RDMA_ENABLED``, cmd/nvidia-validator ``MOFED``).
+    ``args.release_after`` orders the release after the NicClusterPolicy (reconciled, not ready:
+    docs/notes/what-a-run-waits-for.md). GPUDirect RDMA needs the NIC driver up before the GPU driver
+    stack starts; that order is kept per node by the operands, not by the run: with
+    ``driver.rdma.enabled`` the driver manager and ``mofed`` validation wait for the node's MOFED
+    (gpu-operator v26.7.0 ``GPU_DIRECT_RDMA_ENABLED``, cmd/nvidia-validator ``MOFED``).
     ``configs`` are what node labels must wait for: a label naming a config that does not exist
     yet makes MIG Manager fail the node. ``args.gate``: the day-2 MIG guard; the MIG ConfigMap's
     content waits for it.

@@ -11,6 +11,9 @@
 
 Two runs write byte-identical trees: file names come from explicit object names, keys are
 sorted below the top level, and nothing time- or host-dependent is written.
+
+One piece: the command line, the day-2 guards' --previous checks (the trap, tampering, bounds) and
+the files written share one run's state; split planned with the scale work (issue 37).
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def test_nic_cluster_policy_alone_with_two_partitions() -> None:
             "metadata": {
                 "name": "nic-cluster-policy",
                 "labels": PART_OF,
-                "annotations": {"pulumi.com/waitFor": "jsonpath={.status.state}=ready"},
+                "annotations": {"pulumi.com/waitFor": "jsonpath={.status.state}"},
             },
             "spec": {
                 "nodeAffinity": {
