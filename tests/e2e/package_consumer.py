@@ -130,14 +130,14 @@ def build_in_process(cfg: StackConfig, opts: pulumi.ResourceOptions | None = Non
     operator = NetworkOperator("lab-network-operator", platform_args.network_operator(cfg), opts)
     after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[operator]))
     policy = NicClusterPolicy("lab-nic-cluster-policy", platform_args.nic_cluster_policy(cfg), after)
-    GpuOperator("lab-gpu-operator", cfg, opts, depends_on=[policy.policy])
+    GpuOperator("lab-gpu-operator", platform_args.gpu_operator(cfg, release_after=(policy.policy,)), opts)
     team = TeamComponent("lab-teams", opts)
     Teams("lab-teams", cfg, pulumi.ResourceOptions(parent=team), depends_on=[policy.policy])
 
 
 def expected_run(cfg: StackConfig) -> Run:
     """The stack program's own components, built in-process from :data:`STACK` under mocks."""
-    return run_program("onprem", program=lambda: build_in_process(cfg))
+    return run_program("onprem", config={}, program=lambda: build_in_process(cfg))
 
 
 #: The same components in-process, under the real engine: the package's cost is the difference.

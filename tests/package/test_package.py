@@ -33,6 +33,7 @@ from components.platform import Platform
 from components.tenancy import teams
 from components.tenancy.teams import Teams
 from e2e.plan_apply import planned_objects
+from tests.conftest import fixture_config
 
 #: A small on-prem cluster, package form: one node group of two nodes, two VFs per HCA.
 ONPREM: t.PlatformConfig = {
@@ -178,7 +179,7 @@ def test_a_team_built_through_the_provider_is_the_stack_programs_team() -> None:
     def program() -> None:
         provider.BUILDERS["Team"]("lab", {"platform": ONPREM, "team": TEAM}, None)
 
-    run = run_program("onprem", program=program)
+    run = run_program("onprem", config=fixture_config("onprem"), program=program)
     got = _objects(run.records, "lab-vision-")
     cfg = parse_config({"platform": ONPREM_STACK, "teams": [TEAM_STACK]})
     want = teams.team_objects(cfg, cfg.teams[0])
@@ -217,7 +218,7 @@ def test_the_four_components_built_through_the_provider_make_the_stack_programs_
         )
         NetworkOperator("lab-no", platform_args.network_operator(cfg))
         NicClusterPolicy("lab-ncp", platform_args.nic_cluster_policy(cfg))
-        GpuOperator("lab-gpu", cfg)
+        GpuOperator("lab-gpu", platform_args.gpu_operator(cfg))
         Teams("lab-teams", cfg, pulumi.ResourceOptions(parent=TeamComponent("lab-teams")))
 
     def objects(run: Any) -> dict[str, Any]:
@@ -225,8 +226,8 @@ def test_the_four_components_built_through_the_provider_make_the_stack_programs_
         out.update({r.name: r.inputs["values"] for r in run.records if r.type == HELM_RELEASE})
         return out
 
-    got = objects(run_program("onprem", program=through_the_provider))
-    want = objects(run_program("onprem", program=stack_program))
+    got = objects(run_program("onprem", config=fixture_config("onprem"), program=through_the_provider))
+    want = objects(run_program("onprem", config=fixture_config("onprem"), program=stack_program))
     assert got == want
     assert got["lab-gpu-release"]["driver"]["rdma"] == {"enabled": True, "useHostMofed": True}
     assert {"NicClusterPolicy nic-cluster-policy", "Namespace vision", "ResourceQuota vision/gpuaas-team-quota"} <= set(
@@ -258,7 +259,7 @@ def test_each_other_component_built_through_the_provider_is_the_stack_programs(c
     args, build = OTHERS[component]
 
     def records(program: Any) -> list[tuple[str, str, Any]]:
-        run = run_program("onprem", program=program)
+        run = run_program("onprem", config=fixture_config("onprem"), program=program)
         return sorted((r.type, r.name, r.inputs) for r in run.records if r.type != "pulumi:pulumi:Stack")
 
     got = records(lambda: provider.BUILDERS[component]("c", args, None))
