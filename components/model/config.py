@@ -52,15 +52,29 @@ class StackConfig(Model):
     """The whole stack. Each field is one ``gpuaas:<key>`` in ``Pulumi.<stack>.yaml``."""
 
     platform: Platform
+    """The cluster: ``kind: onprem`` (an existing bare-metal cluster: node groups, nodes, fabric) or ``kind: aks``
+    (an AKS cluster with ND InfiniBand GPU pools). Required."""
     versions: Versions = Versions()
+    """Pinned chart and image versions; defaults: the versions gpuaas is tested against
+    (components/model/versions.py)."""
     charts: Charts = Charts()
+    """Where Helm takes the charts from: unset, their public repositories; or one mirror (a local directory or an
+    OCI registry) for an air-gapped site."""
     network: Network = Network()
+    """The NVIDIA Network Operator, the NicClusterPolicy and the RDMA node agents."""
     gpu_operator: GpuOperator = GpuOperator()
+    """The NVIDIA GPU Operator and the GPU resource model (device plugin or DRA)."""
     teams: list[Team] = Field(default_factory=list)
+    """The tenants: each a namespace with a quota and RBAC, and optionally an InfiniBand partition and a Kueue
+    queue. Default none."""
     quota_policy: QuotaPolicy = QuotaPolicy()
+    """Stack-wide quota checks (whether team quotas may add up to more than the fleet has)."""
     queues: Queues = Queues()
+    """Elastic team quotas with Kueue (off by default)."""
     verification: Verification = Verification()
+    """Pass marks, isolation probes and burn-in of the RDMA and NCCL proofs."""
     observability: Observability = Observability()
+    """Monitoring, alerts, dashboards and showback of the GPUs per team (off by default)."""
     extra_config_namespaces: tuple[ConfigNamespace, ...] = ()
     """Config namespaces beside gpuaas', Pulumi's and its providers' (``pulumi``, ``kubernetes``,
     ``azure-native``) that this stack file may use: a program of your own that reads ``myteam:owner``

@@ -33,14 +33,21 @@ class GpuOperator(Model):
     """NVIDIA GPU Operator."""
 
     namespace: DnsLabel = "gpu-operator"
+    """Namespace of the GPU Operator release (default ``gpu-operator``)."""
     mig_strategy: Literal["single", "mixed"] = "mixed"
+    """The GPU Operator's MIG strategy (chart ``mig.strategy``): ``mixed`` (default) advertises each MIG profile as
+    its own resource (``nvidia.com/mig-<profile>``), ``single`` advertises MIG instances as ``nvidia.com/gpu`` and
+    allows one profile per node and no per-profile quotas. Not ``single`` under DRA."""
     gpudirect: Literal["dmabuf", "peermem"] = "dmabuf"
     """``dmabuf`` (open kernel modules, NVIDIA's recommendation) or legacy ``peermem``."""
     driver_enabled: bool | None = None
     """``None``: derived per platform (host driver on-prem, operator driver on AKS)."""
     helm_timeout_seconds: GoDurationSeconds = 1800
+    """Seconds ``pulumi up`` waits for the GPU Operator Helm release to become ready (default 1800: driver
+    containers compile kernel modules on first start)."""
     resource_model: Literal["devicePlugin", "dra"] = "devicePlugin"
     """How pods get GPUs: ``devicePlugin`` (ClusterPolicy; ``nvidia.com/gpu`` extended resources)
     or ``dra`` (GPUCluster; ResourceClaims through the NVIDIA DRA driver, Kubernetes 1.34+).
     A running stack does not switch: GPUCluster is greenfield only (see components/model/dra.py)."""
     dra: DraOptions = DraOptions()
+    """Options of the DRA resource model; read only with ``resourceModel: dra``."""

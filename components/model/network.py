@@ -27,9 +27,13 @@ class Toleration(Model):
     """A pod toleration; validated as the API server does (core/validation ValidateTolerations)."""
 
     key: str
+    """Taint key to tolerate (a label key); empty with operator ``Exists`` tolerates every taint."""
     operator: Literal["Exists", "Equal"] = "Exists"
+    """``Exists`` (default: any value of ``key``) or ``Equal`` (only ``value``)."""
     value: LabelValue | None = None
+    """Taint value to match with operator ``Equal``; must be empty with ``Exists``."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """Taint effect to tolerate (``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``); unset: every effect."""
 
     @model_validator(mode="after")
     def _api_rules(self) -> Toleration:
@@ -46,6 +50,7 @@ class Network(Model):
     """NVIDIA Network Operator and the NicClusterPolicy."""
 
     namespace: DnsLabel = "nvidia-network-operator"
+    """Namespace of the Network Operator release (default ``nvidia-network-operator``)."""
     deploy_node_feature_rules: bool = True
     """The Network Operator chart's NodeFeatureRule (vendor 15b3, class Ethernet or InfiniBand) that
     labels Mellanox nodes ``feature.node.kubernetes.io/pci-15b3.present``; the AKS guide turns it off."""
@@ -57,16 +62,22 @@ class Network(Model):
     rdma_shared_device_plugin: Literal["nic-cluster-policy", "standalone", "none"] = "nic-cluster-policy"
     """Where the RDMA shared device plugin comes from; one source per cluster, never both."""
     rdma_resource_prefix: str = "rdma"
+    """Prefix of the RDMA shared device plugin's resource: pods ask for ``<rdmaResourcePrefix>/<rdmaResourceName>``
+    (default ``rdma/hcashared``); together a valid extended resource name."""
     rdma_resource_name: str = "hcashared"
     """Letters and digits only: the plugin allows ``[A-Za-z0-9_]`` (k8s-rdma-shared-dev-plugin
     ``validResourceName``), and the cluster autoscaler reads every ``_`` of a node-template tag
     as ``/`` (components/clusters/aks.py), so ``hca_shared_devices_a`` cannot scale an AKS pool from zero."""
     rdma_hca_max: PositiveInt = 1000
+    """How many pods can hold the RDMA shared resource on one node (the plugin's ``rdmaHcaMax``, default 1000): each
+    node advertises this many, and capacity checks count them so."""
     node_selector: dict[LabelKey, LabelValue] = Field(
         default_factory=lambda: {"feature.node.kubernetes.io/pci-15b3.present": "true"}
     )
     """Node selector of the RDMA node DaemonSets (ib-node-config, SR-IOV host config)."""
     tolerations: list[Toleration] = Field(default_factory=lambda: [Toleration(key="nvidia.com/gpu")])
+    """Tolerations of the RDMA node agents (the NicClusterPolicy's operands, gpuaas's node DaemonSets and the
+    in-cluster OpenSM); default: any ``nvidia.com/gpu`` taint."""
     helm_timeout_seconds: GoDurationSeconds = 1200
     """Seconds a Helm release may take before it is rolled back (driver builds are slow)."""
 

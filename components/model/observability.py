@@ -136,6 +136,7 @@ class PrometheusStack(Model):
     """
 
     namespace: DnsLabel = "monitoring"
+    """Namespace of the existing Prometheus stack (default ``monitoring``)."""
     monitor_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"release": "kube-prometheus-stack"})
     """Labels Prometheus' ``serviceMonitorSelector`` selects: put on every ServiceMonitor gpuaas creates."""
     rule_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"release": "kube-prometheus-stack"})
@@ -146,7 +147,11 @@ class IdleAlert(Model):
     """A GPU allocated to a pod but idle: utilization under ``thresholdPercent`` for ``window``."""
 
     threshold_percent: Annotated[float, Field(gt=0, lt=100, allow_inf_nan=False)] = 5.0
+    """GPU utilization, in percent (more than 0, under 100; default 5), under which an allocated GPU counts as idle
+    (alert ``GpuaasGpuAllocatedIdle`` and the dashboards' idle panels)."""
     window: Duration = "1h"
+    """How long an allocated GPU must stay under ``thresholdPercent`` before the alert fires (a Prometheus duration
+    with one unit: ``30m``, ``1h``; default ``1h``)."""
 
 
 class Grafana(Model):
@@ -157,6 +162,7 @@ class Grafana(Model):
     label: LabelKey = "grafana_dashboard"
     """The sidecar loads ConfigMaps carrying this label (``sidecar.dashboards.label``/``labelValue``)."""
     label_value: LabelValue = "1"
+    """Value of ``label`` on the dashboard ConfigMaps (the sidecar's ``labelValue``; default ``1``)."""
 
 
 class Prices(Model):
@@ -167,6 +173,8 @@ class Prices(Model):
     """
 
     currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
+    """Currency of every price here, an ISO 4217 code of three capital letters (default ``USD``); it labels the cost
+    metrics and the showback report."""
     gpu_models: dict[str, Price] = Field(default_factory=dict)
     """Price of one whole GPU for one hour, by ``gpuModel`` (the catalog's names, e.g. ``H100-80GB``)."""
     mig_profiles: dict[str, Price] = Field(default_factory=dict)
@@ -181,8 +189,13 @@ class Observability(Model):
     """
 
     enabled: bool = False
+    """Create gpuaas's monitoring objects: ServiceMonitors, PrometheusRules (alerts, and the recordings showback reads)
+    and Grafana dashboards. Default false: none, and dcgm-exporter keeps the GPU Operator's defaults."""
     prometheus: PrometheusStack = PrometheusStack()
+    """The existing Prometheus stack the monitors and rules are written for: its namespace and the labels its
+    selectors pick."""
     idle: IdleAlert = IdleAlert()
+    """The idle-GPU alert: a GPU allocated to a pod but under ``thresholdPercent`` utilization for ``window``."""
     starvation_window: Duration = "30m"
     """A team's queue has pending GPU work this long while its cohort has idle nominal quota."""
     evaluation_interval: Duration = "1m"
@@ -198,7 +211,9 @@ class Observability(Model):
     mig_weights: dict[str, Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]] = Field(default_factory=dict)
     """GPU-equivalents of one MIG instance, by profile; defaults to compute slices / the GPU's slices."""
     prices: Prices = Prices()
+    """Showback prices per GPU-hour by GPU model and MIG profile; default none (usage is shown without a cost)."""
     grafana: Grafana = Grafana()
+    """Where the dashboard ConfigMaps go and the label the Grafana sidecar loads them by."""
 
     @property
     def dashboards_namespace(self) -> str:

@@ -54,7 +54,7 @@ class NodeGroup(GpuSharing):
     names the group's device-plugin config."""
     gpu_model: str
     """GPU model of every node in the group, one of the catalog's (components/model/catalog.py ``GPU_MODELS``, e.g.
-    ``H100-80GB``); it decides which MIG profiles fit and the group's GPU memory."""
+    ``H100-80GB``); it decides which MIG profiles fit, and showback prices are looked up by it."""
     gpus_per_node: PositiveInt = 8
     """GPUs in each node of the group (default 8); capacity, quotas and the GPU-count alerts are computed from
     it."""

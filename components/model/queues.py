@@ -24,9 +24,12 @@ class HamiAmounts(Model):
     """Amounts of HAMi slices in a borrowing or lending limit (the keys of ``quota.hami``)."""
 
     gpus: NonNegativeInt | None = None
+    """HAMi slices (``nvidia.com/vgpu``); unset: no limit of its own."""
     memory: MemoryMiB | None = None
     """Whole MiB (e.g. ``80Gi``)."""
     cores: NonNegativeInt | None = None
+    """SM share of the slices together, in percent of one GPU (``400``: four GPUs' worth); unset: no limit of its
+    own."""
 
 
 class QueueAmounts(Model):
@@ -40,11 +43,17 @@ class QueueAmounts(Model):
     """
 
     gpus: NonNegativeInt | None = None
+    """Whole GPUs (``nvidia.com/gpu``); unset: no limit of its own."""
     mig: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    """MIG instances per profile name, e.g. ``{"1g.10gb": 4}``; a profile left out has no limit of its own."""
     time_sliced_gpus: NonNegativeInt | None = None
+    """Time-sliced GPU replicas (``nvidia.com/gpu.shared``); unset: no limit of its own."""
     hami: HamiAmounts = HamiAmounts()
+    """HAMi slices, their memory and SM share (the keys of ``quota.hami``)."""
     cpu: Quantity | None = None
+    """CPU, a Kubernetes quantity (``16``, ``500m``); left out of ``borrowingLimit``: none is borrowed."""
     memory: Quantity | None = None
+    """Memory, a Kubernetes quantity (``128Gi``); left out of ``borrowingLimit``: none is borrowed."""
 
 
 class TeamQueue(Model):
@@ -77,8 +86,13 @@ class WorkloadPriorityClass(Model):
     """A Kueue WorkloadPriorityClass; workloads pick it with ``kueue.x-k8s.io/priority-class``."""
 
     name: PriorityClassName
+    """Name of the WorkloadPriorityClass, which workloads put in the ``kueue.x-k8s.io/priority-class`` label: a DNS
+    subdomain of at most 63 characters."""
     value: UserPriority
+    """Priority of the workloads of this class (higher first); at most 1000000000, above which Kubernetes keeps
+    values for system classes."""
     description: str = ""
+    """Free text written to the class's ``description``; empty: none."""
 
 
 KueueIntegration = Literal[
@@ -156,7 +170,10 @@ class Queues(Model):
     """
 
     elastic: bool = False
+    """Turn on elastic team quotas: install Kueue and give every team a queue in a cohort, so idle GPU quota is lent
+    and reclaimed on demand. Default false: no Kueue, team quotas are hard ResourceQuotas."""
     namespace: DnsLabel = "kueue-system"
+    """Namespace of the Kueue release (default ``kueue-system``)."""
     cohort: DnsLabel = "gpuaas"
     """The cohort of every team that names none (``teams[].queue.cohort``)."""
     manage_jobs_without_queue_name: bool = False
@@ -168,7 +185,9 @@ class Queues(Model):
     """Operators trusted to create pods and Jobs for workloads in team namespaces (see
     :class:`WorkloadController`); Kubernetes' own controllers are always trusted."""
     preemption: KueuePreemption = KueuePreemption()
+    """ClusterQueue ``preemption`` of every team queue (defaults: :class:`KueuePreemption`'s)."""
     priority_classes: list[WorkloadPriorityClass] = Field(default_factory=list)
+    """Kueue WorkloadPriorityClasses to create; default none."""
     replicas: PositiveInt32 = 2
     """Kueue's manager replicas (chart ``controllerManager.replicas``): its pod webhook is
     ``failurePolicy: Fail`` on every team namespace, so with one replica down no team pod can
@@ -178,6 +197,7 @@ class Queues(Model):
     requeues it (``waitForPodsReady.timeout``), giving back the quota it held (a pod refused by
     the ResourceQuota, unschedulable or stuck pulling its image never starts)."""
     helm_timeout_seconds: GoDurationSeconds = 600
+    """Seconds ``pulumi up`` waits for the Kueue Helm release to become ready (default 600)."""
 
 
 def effective_integrations(queues: Queues) -> frozenset[str]:

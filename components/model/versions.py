@@ -130,7 +130,8 @@ class Versions(Model):
     ib_sriov_cni: ImageTag = IB_SRIOV_CNI
     """Tag of ``ibSriovCniImage`` (default v1.3.0, the newest release)."""
     rdma_shared_device_plugin_image: ImageRepository = RDMA_SHARED_DP_IMAGE
-    """Image of the standalone RDMA shared device plugin (Mellanox/k8s-rdma-shared-dev-plugin)."""
+    """Image of the RDMA shared device plugin with ``network.rdmaSharedDevicePlugin: standalone``
+    (Mellanox/k8s-rdma-shared-dev-plugin); the ``nic-cluster-policy`` one takes the operator's own."""
     rdma_shared_device_plugin: ImageTag = RDMA_SHARED_DP
     """Tag of ``rdmaSharedDevicePluginImage`` (default v1.5.3)."""
     node_tools_image: ImageRepository = NODE_TOOLS_IMAGE

@@ -72,7 +72,7 @@ class NodeGroupConfig(TypedDict):
     name: str
     """Name of the node group (a DNS label, unique in ``nodeGroups``); nodes join it by ``nodes[].nodeGroup`` and it names the group's device-plugin config."""
     gpu_model: str
-    """GPU model of every node in the group, one of the catalog's (components/model/catalog.py ``GPU_MODELS``, e.g. ``H100-80GB``); it decides which MIG profiles fit and the group's GPU memory."""
+    """GPU model of every node in the group, one of the catalog's (components/model/catalog.py ``GPU_MODELS``, e.g. ``H100-80GB``); it decides which MIG profiles fit, and showback prices are looked up by it."""
     gpus_per_node: NotRequired[int]
     """GPUs in each node of the group (default 8); capacity, quotas and the GPU-count alerts are computed from it. Defaults to `8`."""
     hcas: NotRequired[list[str]]
@@ -337,7 +337,7 @@ class VersionsConfig(TypedDict):
     ib_sriov_cni: NotRequired[str]
     """Tag of ``ibSriovCniImage`` (default v1.3.0, the newest release). Defaults to `"v1.3.0"`."""
     rdma_shared_device_plugin_image: NotRequired[str]
-    """Image of the standalone RDMA shared device plugin (Mellanox/k8s-rdma-shared-dev-plugin). Defaults to `"ghcr.io/mellanox/k8s-rdma-shared-dev-plugin"`."""
+    """Image of the RDMA shared device plugin with ``network.rdmaSharedDevicePlugin: standalone`` (Mellanox/k8s-rdma-shared-dev-plugin); the ``nic-cluster-policy`` one takes the operator's own. Defaults to `"ghcr.io/mellanox/k8s-rdma-shared-dev-plugin"`."""
     rdma_shared_device_plugin: NotRequired[str]
     """Tag of ``rdmaSharedDevicePluginImage`` (default v1.5.3). Defaults to `"v1.5.3"`."""
     node_tools_image: NotRequired[str]
@@ -431,17 +431,20 @@ class TolerationConfig(TypedDict):
     """A pod toleration; validated as the API server does (core/validation ValidateTolerations)."""
 
     key: str
+    """Taint key to tolerate (a label key); empty with operator ``Exists`` tolerates every taint."""
     operator: NotRequired[TolerationOperator]
-    """Defaults to `"Exists"`."""
+    """``Exists`` (default: any value of ``key``) or ``Equal`` (only ``value``). Defaults to `"Exists"`."""
     value: NotRequired[str]
+    """Taint value to match with operator ``Equal``; must be empty with ``Exists``."""
     effect: NotRequired[TolerationEffect]
+    """Taint effect to tolerate (``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``); unset: every effect."""
 
 
 class NetworkConfig(TypedDict):
     """NVIDIA Network Operator and the NicClusterPolicy."""
 
     namespace: NotRequired[str]
-    """Defaults to `"nvidia-network-operator"`."""
+    """Namespace of the Network Operator release (default ``nvidia-network-operator``). Defaults to `"nvidia-network-operator"`."""
     deploy_node_feature_rules: NotRequired[bool]
     """The Network Operator chart's NodeFeatureRule (vendor 15b3, class Ethernet or InfiniBand) that labels Mellanox nodes ``feature.node.kubernetes.io/pci-15b3.present``; the AKS guide turns it off. Defaults to `true`."""
     node_feature_rule: NotRequired[bool]
@@ -451,14 +454,15 @@ class NetworkConfig(TypedDict):
     rdma_shared_device_plugin: NotRequired[NetworkRdmaSharedDevicePlugin]
     """Where the RDMA shared device plugin comes from; one source per cluster, never both. Defaults to `"nic-cluster-policy"`."""
     rdma_resource_prefix: NotRequired[str]
-    """Defaults to `"rdma"`."""
+    """Prefix of the RDMA shared device plugin's resource: pods ask for ``<rdmaResourcePrefix>/<rdmaResourceName>`` (default ``rdma/hcashared``); together a valid extended resource name. Defaults to `"rdma"`."""
     rdma_resource_name: NotRequired[str]
     """Letters and digits only: the plugin allows ``[A-Za-z0-9_]`` (k8s-rdma-shared-dev-plugin ``validResourceName``), and the cluster autoscaler reads every ``_`` of a node-template tag as ``/`` (components/clusters/aks.py), so ``hca_shared_devices_a`` cannot scale an AKS pool from zero. Defaults to `"hcashared"`."""
     rdma_hca_max: NotRequired[int]
-    """Defaults to `1000`."""
+    """How many pods can hold the RDMA shared resource on one node (the plugin's ``rdmaHcaMax``, default 1000): each node advertises this many, and capacity checks count them so. Defaults to `1000`."""
     node_selector: NotRequired[dict[str, str]]
     """Node selector of the RDMA node DaemonSets (ib-node-config, SR-IOV host config). Defaults to `{"feature.node.kubernetes.io/pci-15b3.present": "true"}`."""
     tolerations: NotRequired[list[TolerationConfig]]
+    """Tolerations of the RDMA node agents (the NicClusterPolicy's operands, gpuaas's node DaemonSets and the in-cluster OpenSM); default: any ``nvidia.com/gpu`` taint."""
     helm_timeout_seconds: NotRequired[int]
     """Seconds a Helm release may take before it is rolled back (driver builds are slow). Defaults to `1200`."""
 
@@ -499,18 +503,19 @@ class GpuOperatorConfig(TypedDict):
     """NVIDIA GPU Operator."""
 
     namespace: NotRequired[str]
-    """Defaults to `"gpu-operator"`."""
+    """Namespace of the GPU Operator release (default ``gpu-operator``). Defaults to `"gpu-operator"`."""
     mig_strategy: NotRequired[GpuOperatorMigStrategy]
-    """Defaults to `"mixed"`."""
+    """The GPU Operator's MIG strategy (chart ``mig.strategy``): ``mixed`` (default) advertises each MIG profile as its own resource (``nvidia.com/mig-<profile>``), ``single`` advertises MIG instances as ``nvidia.com/gpu`` and allows one profile per node and no per-profile quotas. Not ``single`` under DRA. Defaults to `"mixed"`."""
     gpudirect: NotRequired[GpuOperatorGpudirect]
     """``dmabuf`` (open kernel modules, NVIDIA's recommendation) or legacy ``peermem``. Defaults to `"dmabuf"`."""
     driver_enabled: NotRequired[bool]
     """``None``: derived per platform (host driver on-prem, operator driver on AKS)."""
     helm_timeout_seconds: NotRequired[int]
-    """Defaults to `1800`."""
+    """Seconds ``pulumi up`` waits for the GPU Operator Helm release to become ready (default 1800: driver containers compile kernel modules on first start). Defaults to `1800`."""
     resource_model: NotRequired[GpuOperatorResourceModel]
     """How pods get GPUs: ``devicePlugin`` (ClusterPolicy; ``nvidia.com/gpu`` extended resources) or ``dra`` (GPUCluster; ResourceClaims through the NVIDIA DRA driver, Kubernetes 1.34+). A running stack does not switch: GPUCluster is greenfield only (see components/model/dra.py). Defaults to `"devicePlugin"`."""
     dra: NotRequired[DraOptionsConfig]
+    """Options of the DRA resource model; read only with ``resourceModel: dra``."""
 
 
 class OnPremPartitionConfig(TypedDict):
@@ -578,21 +583,28 @@ class HamiAmountsConfig(TypedDict):
     """Amounts of HAMi slices in a borrowing or lending limit (the keys of ``quota.hami``)."""
 
     gpus: NotRequired[int]
+    """HAMi slices (``nvidia.com/vgpu``); unset: no limit of its own."""
     memory: NotRequired[str]
     """Whole MiB (e.g. ``80Gi``)."""
     cores: NotRequired[int]
+    """SM share of the slices together, in percent of one GPU (``400``: four GPUs' worth); unset: no limit of its own."""
 
 
 class QueueAmountsConfig(TypedDict):
     """Amounts per resource kind of a team's queue (a borrowing or a lending limit). A kind left out has no limit of its own: a GPU kind may then borrow whatever its cohort lends (at most the flavor's capacity) and lend all of its share; ``cpu``/``memory`` left out of ``borrowingLimit`` borrow nothing (their fleet capacity is not in the config). GPU kinds apply per node group (a Kueue ResourceFlavor); the partition resource (``rdma``) is never lent or borrowed."""
 
     gpus: NotRequired[int]
+    """Whole GPUs (``nvidia.com/gpu``); unset: no limit of its own."""
     mig: NotRequired[dict[str, int]]
-    """Defaults to `{}`."""
+    """MIG instances per profile name, e.g. ``{"1g.10gb": 4}``; a profile left out has no limit of its own. Defaults to `{}`."""
     time_sliced_gpus: NotRequired[int]
+    """Time-sliced GPU replicas (``nvidia.com/gpu.shared``); unset: no limit of its own."""
     hami: NotRequired[HamiAmountsConfig]
+    """HAMi slices, their memory and SM share (the keys of ``quota.hami``)."""
     cpu: NotRequired[str]
+    """CPU, a Kubernetes quantity (``16``, ``500m``); left out of ``borrowingLimit``: none is borrowed."""
     memory: NotRequired[str]
+    """Memory, a Kubernetes quantity (``128Gi``); left out of ``borrowingLimit``: none is borrowed."""
 
 
 class TeamQueueConfig(TypedDict):
@@ -709,18 +721,20 @@ class WorkloadPriorityClassConfig(TypedDict):
     """A Kueue WorkloadPriorityClass; workloads pick it with ``kueue.x-k8s.io/priority-class``."""
 
     name: str
+    """Name of the WorkloadPriorityClass, which workloads put in the ``kueue.x-k8s.io/priority-class`` label: a DNS subdomain of at most 63 characters."""
     value: int
+    """Priority of the workloads of this class (higher first); at most 1000000000, above which Kubernetes keeps values for system classes."""
     description: NotRequired[str]
-    """Defaults to `""`."""
+    """Free text written to the class's ``description``; empty: none. Defaults to `""`."""
 
 
 class QueuesConfig(TypedDict):
     """Elastic team quotas with Kueue: idle GPUs lent within a cohort, reclaimed on demand. Off (the default): no Kueue, team quotas are hard ResourceQuotas as before."""
 
     elastic: NotRequired[bool]
-    """Defaults to `false`."""
+    """Turn on elastic team quotas: install Kueue and give every team a queue in a cohort, so idle GPU quota is lent and reclaimed on demand. Default false: no Kueue, team quotas are hard ResourceQuotas. Defaults to `false`."""
     namespace: NotRequired[str]
-    """Defaults to `"kueue-system"`."""
+    """Namespace of the Kueue release (default ``kueue-system``). Defaults to `"kueue-system"`."""
     cohort: NotRequired[str]
     """The cohort of every team that names none (``teams[].queue.cohort``). Defaults to `"gpuaas"`."""
     manage_jobs_without_queue_name: NotRequired[bool]
@@ -730,30 +744,33 @@ class QueuesConfig(TypedDict):
     controllers: NotRequired[list[WorkloadControllerConfig]]
     """Operators trusted to create pods and Jobs for workloads in team namespaces (see :class:`WorkloadController`); Kubernetes' own controllers are always trusted."""
     preemption: NotRequired[KueuePreemptionConfig]
+    """ClusterQueue ``preemption`` of every team queue (defaults: :class:`KueuePreemption`'s)."""
     priority_classes: NotRequired[list[WorkloadPriorityClassConfig]]
-    """Defaults to `[]`."""
+    """Kueue WorkloadPriorityClasses to create; default none. Defaults to `[]`."""
     replicas: NotRequired[int]
     """Kueue's manager replicas (chart ``controllerManager.replicas``): its pod webhook is ``failurePolicy: Fail`` on every team namespace, so with one replica down no team pod can be created. Two or more run with leader election, a PodDisruptionBudget and spread over nodes. Defaults to `2`."""
     pods_ready_timeout_seconds: NotRequired[int]
     """Seconds an admitted workload has for all its pods to be ready before Kueue evicts it and requeues it (``waitForPodsReady.timeout``), giving back the quota it held (a pod refused by the ResourceQuota, unschedulable or stuck pulling its image never starts). Defaults to `600`."""
     helm_timeout_seconds: NotRequired[int]
-    """Defaults to `600`."""
+    """Seconds ``pulumi up`` waits for the Kueue Helm release to become ready (default 600). Defaults to `600`."""
 
 
 class IsolationPairConfig(TypedDict):
     """One negative probe: ``client``'s pod tries an RDMA write into ``server``'s partition and must fail. Each is a verification target key: a team name, or ``pool-<pool>`` for the per-pool proofs."""
 
     client: str
+    """Target key of the probing side (a team name, or ``pool-<pool>``): its pod attempts the RDMA write."""
     server: str
+    """Target key of the side probed (a team name, or ``pool-<pool>``): the write into its partition must fail."""
 
 
 class BurnInConfig(TypedDict):
     """A recurring NCCL proof per target and node group, at a priority every team workload preempts."""
 
     enabled: NotRequired[bool]
-    """Defaults to `false`."""
+    """Install the recurring NCCL burn-in CronJobs (one per target and node group); default false. Defaults to `false`."""
     schedule: NotRequired[str]
-    """Defaults to `"30 3 * * *"`."""
+    """Cron schedule of the burn-in CronJobs (five fields; default ``30 3 * * *``, daily at 03:30). Runs never overlap and one missed by more than an hour is skipped. Defaults to `"30 3 * * *"`."""
     priority: NotRequired[int]
     """Of the ``gpuaas-burn-in`` PriorityClass: below every team pod (0 without a class). Defaults to `-1000`."""
 
@@ -762,21 +779,22 @@ class VerificationConfig(TypedDict):
     """Thresholds of the verification workloads (fractions of the catalog's line rate)."""
 
     ib_write_bw_min_fraction: NotRequired[float]
-    """Defaults to `0.9`."""
+    """Pass mark of the ib_write_bw proof as a fraction of the link rate (more than 0, at most 1; default 0.90): on-prem ``platform.fabric.linkRateGbps``, on AKS the ND size's rate per GPU. Defaults to `0.9`."""
     nccl_gdr_min_fraction: NotRequired[float]
-    """Defaults to `0.85`."""
+    """Pass mark of the NCCL GPUDirect proof's bus bandwidth as a fraction of the same link rate converted to GB/s (more than 0, at most 1; default 0.85). Defaults to `0.85`."""
     aks_pools: NotRequired[bool]
     """Also run the NCCL proof on every AKS GPU pool. Defaults to `false`."""
     isolation_pairs: NotRequired[list[IsolationPairConfig]]
     """Negative isolation probes. Unset: each target against the next other partition by name; ``[]``: none."""
     burn_in: NotRequired[BurnInConfig]
+    """The recurring NCCL burn-in (off by default)."""
 
 
 class PrometheusStackConfig(TypedDict):
     """The Prometheus stack gpuaas plugs into (prometheus-operator, as kube-prometheus-stack installs it). gpuaas installs no Prometheus. It needs the prometheus-operator CRDs (ServiceMonitor, PrometheusRule) and kube-state-metrics (no label allowlist); without the CRDs ``pulumi up`` stops before any monitoring object is created. Defaults: kube-prometheus-stack's, released as ``kube-prometheus-stack`` in ``monitoring`` (its Prometheus selects monitors and rules by the ``release`` label unless ``*SelectorNilUsesHelmValues: false``)."""
 
     namespace: NotRequired[str]
-    """Defaults to `"monitoring"`."""
+    """Namespace of the existing Prometheus stack (default ``monitoring``). Defaults to `"monitoring"`."""
     monitor_labels: NotRequired[dict[str, str]]
     """Labels Prometheus' ``serviceMonitorSelector`` selects: put on every ServiceMonitor gpuaas creates. Defaults to `{"release": "kube-prometheus-stack"}`."""
     rule_labels: NotRequired[dict[str, str]]
@@ -787,16 +805,16 @@ class IdleAlertConfig(TypedDict):
     """A GPU allocated to a pod but idle: utilization under ``thresholdPercent`` for ``window``."""
 
     threshold_percent: NotRequired[float]
-    """Defaults to `5.0`."""
+    """GPU utilization, in percent (more than 0, under 100; default 5), under which an allocated GPU counts as idle (alert ``GpuaasGpuAllocatedIdle`` and the dashboards' idle panels). Defaults to `5.0`."""
     window: NotRequired[str]
-    """Defaults to `"1h"`."""
+    """How long an allocated GPU must stay under ``thresholdPercent`` before the alert fires (a Prometheus duration with one unit: ``30m``, ``1h``; default ``1h``). Defaults to `"1h"`."""
 
 
 class PricesConfig(TypedDict):
     """Showback prices per GPU-hour; a kind without a price is shown without a cost. A MIG profile without a price of its own costs its weight × its GPU model's price; a time-sliced share costs its weight (1 / replicas) × the GPU model's price."""
 
     currency: NotRequired[str]
-    """Defaults to `"USD"`."""
+    """Currency of every price here, an ISO 4217 code of three capital letters (default ``USD``); it labels the cost metrics and the showback report. Defaults to `"USD"`."""
     gpu_models: NotRequired[dict[str, float]]
     """Price of one whole GPU for one hour, by ``gpuModel`` (the catalog's names, e.g. ``H100-80GB``). Defaults to `{}`."""
     mig_profiles: NotRequired[dict[str, float]]
@@ -811,16 +829,18 @@ class GrafanaConfig(TypedDict):
     label: NotRequired[str]
     """The sidecar loads ConfigMaps carrying this label (``sidecar.dashboards.label``/``labelValue``). Defaults to `"grafana_dashboard"`."""
     label_value: NotRequired[str]
-    """Defaults to `"1"`."""
+    """Value of ``label`` on the dashboard ConfigMaps (the sidecar's ``labelValue``; default ``1``). Defaults to `"1"`."""
 
 
 class ObservabilityConfig(TypedDict):
     """Monitoring, alerts, dashboards and showback of the GPUs, per team (``gpuaas:observability``). Off (the default): no monitoring object is created and dcgm-exporter keeps the GPU Operator's defaults."""
 
     enabled: NotRequired[bool]
-    """Defaults to `false`."""
+    """Create gpuaas's monitoring objects: ServiceMonitors, PrometheusRules (alerts, and the recordings showback reads) and Grafana dashboards. Default false: none, and dcgm-exporter keeps the GPU Operator's defaults. Defaults to `false`."""
     prometheus: NotRequired[PrometheusStackConfig]
+    """The existing Prometheus stack the monitors and rules are written for: its namespace and the labels its selectors pick."""
     idle: NotRequired[IdleAlertConfig]
+    """The idle-GPU alert: a GPU allocated to a pod but under ``thresholdPercent`` utilization for ``window``."""
     starvation_window: NotRequired[str]
     """A team's queue has pending GPU work this long while its cohort has idle nominal quota. Defaults to `"30m"`."""
     evaluation_interval: NotRequired[str]
@@ -832,23 +852,34 @@ class ObservabilityConfig(TypedDict):
     mig_weights: NotRequired[dict[str, float]]
     """GPU-equivalents of one MIG instance, by profile; defaults to compute slices / the GPU's slices. Defaults to `{}`."""
     prices: NotRequired[PricesConfig]
+    """Showback prices per GPU-hour by GPU model and MIG profile; default none (usage is shown without a cost)."""
     grafana: NotRequired[GrafanaConfig]
+    """Where the dashboard ConfigMaps go and the label the Grafana sidecar loads them by."""
 
 
 class PlatformArgs(TypedDict):
     """The whole stack. Each field is one ``gpuaas:<key>`` in ``Pulumi.<stack>.yaml``."""
 
     platform: PlatformConfig
+    """The cluster: ``kind: onprem`` (an existing bare-metal cluster: node groups, nodes, fabric) or ``kind: aks`` (an AKS cluster with ND InfiniBand GPU pools). Required."""
     versions: NotRequired[VersionsConfig]
+    """Pinned chart and image versions; defaults: the versions gpuaas is tested against (components/model/versions.py)."""
     charts: NotRequired[ChartsConfig]
+    """Where Helm takes the charts from: unset, their public repositories; or one mirror (a local directory or an OCI registry) for an air-gapped site."""
     network: NotRequired[NetworkConfig]
+    """The NVIDIA Network Operator, the NicClusterPolicy and the RDMA node agents."""
     gpu_operator: NotRequired[GpuOperatorConfig]
+    """The NVIDIA GPU Operator and the GPU resource model (device plugin or DRA)."""
     teams: NotRequired[list[TeamConfig]]
-    """Defaults to `[]`."""
+    """The tenants: each a namespace with a quota and RBAC, and optionally an InfiniBand partition and a Kueue queue. Default none. Defaults to `[]`."""
     quota_policy: NotRequired[QuotaPolicyConfig]
+    """Stack-wide quota checks (whether team quotas may add up to more than the fleet has)."""
     queues: NotRequired[QueuesConfig]
+    """Elastic team quotas with Kueue (off by default)."""
     verification: NotRequired[VerificationConfig]
+    """Pass marks, isolation probes and burn-in of the RDMA and NCCL proofs."""
     observability: NotRequired[ObservabilityConfig]
+    """Monitoring, alerts, dashboards and showback of the GPUs per team (off by default)."""
     extra_config_namespaces: NotRequired[list[str]]
     """Config namespaces beside gpuaas', Pulumi's and its providers' (``pulumi``, ``kubernetes``, ``azure-native``) that this stack file may use: a program of your own that reads ``myteam:owner`` lists ``myteam``. Keys of any other namespace are refused as a likely typo. Defaults to `[]`."""
 
