@@ -93,7 +93,7 @@ def past_end(cfg: StackConfig, today: date) -> Issue | None:
     after = "; only AKS's paid long-term support (premium tier) still runs it" if aks else ""
     nxt = k8s.fmt((minor[0], minor[1] + 1))
     how = (
-        f"upgrade one minor at a time (platform.kubernetesVersion {nxt}, README 'Upgrading Kubernetes')"
+        f"upgrade one minor at a time (platform.kubernetesVersion {nxt}, docs/guides/day2.md 'Upgrade Kubernetes')"
         if aks
         else "upgrade the cluster, then declare its version"
     )
@@ -190,7 +190,7 @@ def _os_skus(cfg: StackConfig) -> Iterator[Issue]:
                 f"{sku}: AKS supports it on Kubernetes {k8s.fmt(lo)} to {k8s.fmt(hi)} only ({k8s.AKS_OS_DOC}), and "
                 f"platform.kubernetesVersion is {p.kubernetes_version}; use {' or '.join(fits) or 'another version'} "
                 "(Ubuntu 24.04 brings containerd 2.0, and the DOCA driver image becomes its -ubuntu24.04 build; "
-                "README 'Upgrading Kubernetes')",
+                "docs/guides/day2.md 'Upgrade Kubernetes')",
             )
     skus = sorted({sku for _w, sku in pools})
     if len(skus) > 1:
