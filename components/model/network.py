@@ -79,7 +79,8 @@ class Network(Model):
     """Tolerations of the RDMA node agents (the NicClusterPolicy's operands, gpuaas's node DaemonSets and the
     in-cluster OpenSM); default: any ``nvidia.com/gpu`` taint."""
     helm_timeout_seconds: GoDurationSeconds = 1200
-    """Seconds a Helm release may take before it is rolled back (driver builds are slow)."""
+    """Seconds `pulumi up` waits for the Network Operator Helm release (driver builds are slow); a release that
+    times out is not rolled back, its new resources are cleaned up (`cleanup_on_fail`, components/k8s.py)."""
 
     @model_validator(mode="after")
     def _extended_resource(self) -> Network:

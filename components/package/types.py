@@ -464,7 +464,7 @@ class NetworkConfig(TypedDict):
     tolerations: NotRequired[list[TolerationConfig]]
     """Tolerations of the RDMA node agents (the NicClusterPolicy's operands, gpuaas's node DaemonSets and the in-cluster OpenSM); default: any ``nvidia.com/gpu`` taint."""
     helm_timeout_seconds: NotRequired[int]
-    """Seconds a Helm release may take before it is rolled back (driver builds are slow). Defaults to `1200`."""
+    """Seconds `pulumi up` waits for the Network Operator Helm release (driver builds are slow); a release that times out is not rolled back, its new resources are cleaned up (`cleanup_on_fail`, components/k8s.py). Defaults to `1200`."""
 
 
 class GpuOperatorMigStrategy(enum.StrEnum, enum.Enum):
