@@ -90,10 +90,16 @@ def test_a_gpu_pod_is_bound_by_the_scheduler_and_run_by_kwok(fleet: ControlPlane
     assert pod["spec"]["nodeName"] == NODE
     scheduled = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert scheduled and scheduled[0]["status"] == "True"
-    events = kube.list("v1", "Event", NS)
-    assert any(
-        e["reason"] == "Scheduled" and e["involvedObject"]["name"] == "one-gpu" and NODE in e["message"] for e in events
-    ), [e["message"] for e in events]
+    # The scheduler's event broadcaster writes the event on its own time: wait for it, bounded.
+    kube.wait_for(
+        f"the Scheduled event of one-gpu naming {NODE}",
+        lambda: [
+            e
+            for e in kube.list("v1", "Event", NS)
+            if e["reason"] == "Scheduled" and e["involvedObject"]["name"] == "one-gpu" and NODE in e["message"]
+        ],
+        timeout=90,
+    )
     # kubectl of the same version reads it too.
     out = fleet.kubectl("get", "pod", "one-gpu", "-n", NS, "-o", "jsonpath={.spec.nodeName} {.status.phase}")
     assert out.stdout == f"{NODE} Running"
@@ -113,9 +119,18 @@ def test_a_pod_no_node_can_hold_stays_pending_with_the_schedulers_reason(fleet: 
     events = kube.wait_for("FailedScheduling of too-many-gpus", failed, timeout=90)
     message = events[0]["message"]
     assert "0/1 nodes are available" in message and f"Insufficient {GPU}" in message, message
+
+    # The scheduler records the event and patches the pod's status separately: on a busy machine the
+    # event can be read before the PodScheduled condition lands, so wait for the condition too.
+    def scheduled_condition() -> dict[str, Any] | None:
+        pod = kube.get("v1", "Pod", "too-many-gpus", NS)
+        assert pod is not None
+        conditions = pod.get("status", {}).get("conditions", [])
+        return next((c for c in conditions if c["type"] == "PodScheduled"), None)
+
+    cond = kube.wait_for("the PodScheduled condition of too-many-gpus", scheduled_condition, timeout=90)
     pod = kube.get("v1", "Pod", "too-many-gpus", NS)
     assert pod is not None and pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName")
-    cond = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
     assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
 
 
