@@ -9,11 +9,15 @@ from git history), then `pulumi preview` of this checkout's program on that same
 What the preview may do, and nothing more (the oracle: each program run offline under the SDK's
 mocks with the same config, in its own tree, :func:`planned_inputs`):
 
-- no replace, no delete, no create-replacement (only ``same``, ``update``, ``create``, ``read``);
+- no replace, no delete, no create-replacement (only ``same``, ``update``, ``create``, ``read``),
+  and every resource of the old program's state counted as unchanged, updated or read;
 - ``update`` only where the two programs' inputs differ: changes other issues made on purpose
   since that commit (an alert, a chart value), each listed in the run's output with its diff;
-- ``create`` only of URNs the old program did not have (resources added since);
+- ``create`` only of resources (type and name) the old program did not have, added since;
 - ``read`` only of what every run reads (the last run's outputs, the Prometheus CRD checks).
+
+A renamed child without an alias fails it (tried: the team member ClusterRole's logical name
+changed, the preview's ``delete`` of the old one named in the failure).
 
 The Azure part cannot run here; tests/test_urns.py compares its URNs and aliases under mocks.
 """
@@ -58,11 +62,11 @@ CFG: StackConfig = parse_config(gpuaas_section(BASE))
 #: delete-replaced, delete, discard, import) would move a user's resource.
 ALLOWED_OPS = {"same", "update", "create", "read"}
 
-#: Read on every run, by either program: the MIG guard's StackReference to the stack's last
-#: outputs and the observability component's look at the Prometheus stack's CRDs.
-#: The engine's default provider for the StackReference (``pulumi:providers:pulumi::default``).
+#: The engine's default provider for the StackReference: in the state, not in a preview's count.
 DEFAULT_PROVIDER = "urn:pulumi:onprem::gpuaas::pulumi:providers:pulumi::default"
 
+#: Read on every run, by either program: the MIG guard's StackReference to the stack's last
+#: outputs and the observability component's look at the Prometheus stack's CRDs.
 INHERENT_READS = {
     "gpuaas-last-run",
     "gpuaas-observability-needs-servicemonitors-crd",
