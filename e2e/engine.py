@@ -5,7 +5,9 @@
 ``Pulumi.<stack>.yaml`` (or a test's edit of it) with its kubeconfig context pointing at a local
 control plane. The project folder holds links to the repository's ``__main__.py``,
 ``components/`` and ``.venv`` (which ``Pulumi.yaml`` names), so the program that runs is the
-repository's own; only the stack config file is the test's.
+repository's own; only the stack config file is the test's. A test that needs another version of
+the program on the same state (an earlier commit's, unpacked by ``git archive``) links that
+folder's ``__main__.py`` and ``components/`` instead (:meth:`Stack.use_program`).
 
 The binaries come from :mod:`e2e.toolchain` (``engine``: the Pulumi CLI and a small Python
 language host; ``k8sprovider``: pulumi-resource-kubernetes), put first on ``PATH``: the engine
@@ -54,7 +56,9 @@ ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM = upstream.upstream_dir()
 PASSPHRASE = "gpuaas-e2e-local-backend"  # a throwaway local backend: not a secret of anything
 ENGINE_SETS = ("engine", "k8sprovider")
-PROJECT_FILES = ("__main__.py", "components", ".venv")
+#: What the project folder links from the folder of the program that runs (:meth:`Stack.use_program`);
+#: the virtualenv (``.venv``, which ``Pulumi.yaml`` names) is always the repository's.
+PROGRAM_FILES = ("__main__.py", "components")
 
 
 def bin_dirs() -> list[Path]:
@@ -125,8 +129,10 @@ class Stack:
         workdir: Path | None = None,
         bins: Sequence[Path] | None = None,
         charts: Path | None = None,
+        program: Path = ROOT,
     ) -> None:
-        """``charts``: the chart mirror every config written gets (default :func:`mirror`)."""
+        """``charts``: the chart mirror every config written gets (default :func:`mirror`);
+        ``program``: the folder whose ``__main__.py`` and ``components/`` run (default the repository)."""
         self.stack = stack
         self.charts = charts if charts is not None else mirror()
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuaas-engine-"))
@@ -136,10 +142,10 @@ class Stack:
         for d in (self.project, self.home, self.state):
             d.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / "Pulumi.yaml", self.project / "Pulumi.yaml")
-        for name in PROJECT_FILES:
-            link = self.project / name
-            if not link.exists():
-                link.symlink_to(ROOT / name)
+        self.use_program(program)
+        venv = self.project / ".venv"
+        if not venv.exists():
+            venv.symlink_to(ROOT / ".venv")
         self.bins = list(bins) if bins is not None else bin_dirs()
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")},
@@ -154,6 +160,17 @@ class Stack:
             "NO_COLOR": "1",
         }
         self.log: list[Result] = []
+
+    def use_program(self, folder: Path) -> None:
+        """Run ``folder``'s ``__main__.py`` and ``components/`` from now on, on the same state and
+        config: the links are replaced, the virtualenv stays the repository's."""
+        for name in PROGRAM_FILES:
+            if not (folder / name).exists():
+                raise FileNotFoundError(f"{folder} has no {name}: not a gpuaas program folder")
+            link = self.project / name
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(folder / name)
 
     # ---------------------------------------------------------------------------------------
     def pulumi(self, *args: str, check: bool = True, timeout: float = 600) -> Result:
