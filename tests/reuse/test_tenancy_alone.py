@@ -4,6 +4,8 @@ As in tests/reuse/test_components_alone.py: small Pulumi programs written here, 
 under the SDK's mocks with no gpuaas stack config at all; the arguments are written by hand (never
 mapped from a stack config by ``components.platform_args``) and the registered objects are compared
 with objects written out in the test.
+
+One piece: one team's objects and the guards, each written out in full, are most of its length.
 """
 
 from __future__ import annotations
