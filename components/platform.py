@@ -142,7 +142,7 @@ class Platform(pulumi.ComponentResource):
         #    GPUs: only through its queue) and the DRA claim guards (a quota's device entries let it
         #    claim GPUs: only of its classes, on its pool), so Queues and the DRA model register
         #    their cluster-scoped part here and their per-team part once the namespaces exist.
-        admission = Admission(f"{name}-admission", cfg, cluster_opts)
+        admission = Admission(f"{name}-admission", platform_args.admission(cfg), cluster_opts)
         guards: list[pulumi.Resource] = list(admission.objects)
         #     Elastic quotas (components/queueing/queues.py): Kueue, its flavors and ClusterQueues, and
         #     the policies that send GPU workloads through the team queues.
@@ -153,7 +153,11 @@ class Platform(pulumi.ComponentResource):
         dra_tenancy = DraTenancy(f"{name}-dra", cfg, cluster_opts) if dra.uses_dra(cfg) else None
         if dra_tenancy is not None:
             guards.extend(dra_tenancy.guards)
-        teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after, guards=guards)
+        teams = Teams(
+            f"{name}-teams",
+            platform_args.teams(cfg, objects_after=tuple(team_after), guards=tuple(guards)),
+            cluster_opts,
+        )
         self.exports["teams"] = teams.exports
         #     Then what lives in the team namespaces: LocalQueues (before the verification Jobs use
         #     them), claim templates and the claims RoleBinding.

@@ -13,13 +13,20 @@ from __future__ import annotations
 import pulumi
 
 from components.fabric.ib_node_config import IbNodeConfigArgs
-from components.model import charts
+from components.model import charts, dra, hami
 from components.model.capacity import sharing_groups, sriov_partitions
 from components.model.config import StackConfig
+from components.model.elastic import unowned_pools
+from components.model.queues import effective_integrations
+from components.model.teams import Team
 from components.operators.gpu_operator import GpuGroup, GpuOperatorArgs, driver_enabled
 from components.operators.network_operator import DEFAULT_CNI_NETWORK_DIRECTORY, NetworkOperatorArgs
 from components.operators.nic_cluster_policy import NicClusterPolicyArgs
 from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePluginArgs
+from components.tenancy.admission import AdmissionArgs
+from components.tenancy.networks import partition_networks, pool_taints
+from components.tenancy.quotas import quota_hard
+from components.tenancy.teams import TeamArgs, TeamsArgs
 
 #: The day-2 guards' gate (:meth:`components.platform.Platform._mig_gate`), handed through unchanged.
 Gate = pulumi.Output[bool] | None
@@ -96,4 +103,44 @@ def gpu_operator(
         observability=cfg.observability,
         release_after=release_after,
         gate=gate,
+    )
+
+
+def admission(cfg: StackConfig) -> AdmissionArgs:
+    """The admission guards: on-prem the partition guard; on AKS the pool guard with the pools no team owns;
+    where HAMi runs (a node group's ``hami`` with its device plugin), the HAMi guard with its core policy."""
+    settings = hami.settings(cfg) if hami.uses_hami(cfg) else None
+    return AdmissionArgs(
+        partitions=cfg.onprem is not None,
+        node_pools=tuple(unowned_pools(cfg)) if cfg.aks is not None else None,
+        hami_core_policy=settings.core_policy if settings is not None else None,
+    )
+
+
+def team(cfg: StackConfig, t: Team) -> TeamArgs:
+    """One team of ``gpuaas:teams``: its quota as the platform renders it (every extended resource of the
+    fleet), the DRA and HAMi namespace labels, on AKS its pool's taints."""
+    return TeamArgs(
+        team=t,
+        quota=quota_hard(cfg, t),
+        namespace_labels={**dra.namespace_labels(cfg, t), **hami.namespace_labels(cfg, t)},
+        pool_taints=pool_taints(cfg, t),
+    )
+
+
+def teams(
+    cfg: StackConfig,
+    *,
+    objects_after: tuple[pulumi.Resource, ...] = (),
+    guards: tuple[pulumi.Resource, ...] = (),
+) -> TeamsArgs:
+    """The team set: every team (:func:`team`), on-prem the partitions' networks, with elastic quotas Kueue's
+    integrations; the ordering (``objects_after``: what the team objects but the namespaces need first;
+    ``guards``: the admission policies the quotas and RoleBindings wait for) handed through."""
+    return TeamsArgs(
+        teams=tuple(team(cfg, t) for t in cfg.teams),
+        networks=partition_networks(cfg),
+        queue_integrations=effective_integrations(cfg.queues) if cfg.queues.elastic else None,
+        objects_after=objects_after,
+        guards=guards,
     )

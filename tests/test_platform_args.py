@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from components import platform_args
 from components.loader import parse_config
+from components.tenancy.admission import AdmissionArgs
+from components.tenancy.networks import PartitionNetworks
 from tests.conftest import raw_stack
+from tests.hami_cases import TEAM as HAMI_TEAM
+from tests.hami_cases import hami_raw
 
 
 def test_aks_labels_the_ib_vfs_and_has_no_team_networks() -> None:
@@ -60,3 +64,84 @@ def test_the_gate_and_the_release_order_pass_through_unchanged() -> None:
     assert platform_args.nic_cluster_policy(cfg, gate=marker).gate is marker  # type: ignore[arg-type]
     assert platform_args.gpu_operator(cfg, gate=marker).gate is marker  # type: ignore[arg-type]
     assert platform_args.nic_cluster_policy(cfg).gate is None
+
+
+# --------------------------------------------------------------------------------------------
+# Tenancy: the team set and the admission guards
+
+
+def test_onprem_teams_get_partition_networks_and_the_partition_guard() -> None:
+    cfg = parse_config(raw_stack("onprem"))
+    assert platform_args.admission(cfg) == AdmissionArgs(partitions=True, node_pools=None, hami_core_policy=None)
+    args = platform_args.teams(cfg)
+    # Six nodes of 8 HCAs each, one VF per HCA per partition; nv-ipam's block is one address per HCA.
+    assert args.networks == PartitionNetworks(
+        ipam="none",
+        ipam_supernet="192.168.0.0/16",
+        per_node_block=8,
+        pool_namespace="nvidia-network-operator",
+        vfs_per_partition=48,
+    )
+    assert [t.team.name for t in args.teams] == ["vision", "language", "speech", "research", "inference", "platform-qa"]
+    vision = args.teams[0]
+    assert vision.pool_taints is None and dict(vision.namespace_labels) == {}
+    # The rendered quota: its own partition's VFs (quota.rdma 16 of pkey 0x0001); with elastic quotas the CPU
+    # and memory ceilings are its own plus its borrowing limit (192 + 128, 1536Gi + 1Ti).
+    assert vision.quota["requests.nvidia.com/sriov8001"] == "16"
+    assert (vision.quota["requests.cpu"], vision.quota["requests.memory"]) == ("320", "2560Gi")
+    assert not any(
+        k.startswith("requests.nvidia.com/sriov800") and k != "requests.nvidia.com/sriov8001" for k in vision.quota
+    )
+    # Elastic quotas are on (Pulumi.onprem.yaml): the team role knows the kinds Kueue runs.
+    assert args.queue_integrations is not None and "jobset.x-k8s.io/jobset" in args.queue_integrations
+
+
+def test_aks_teams_get_their_pools_taints_and_the_pool_guard() -> None:
+    raw = raw_stack("aks")
+    raw["teams"].append({"name": "interns"})
+    cfg = parse_config(raw)
+    # Both GPU pools are partitions of a team: a partitionless team has no pool to run GPU pods on.
+    assert platform_args.admission(cfg) == AdmissionArgs(partitions=False, node_pools=(), hami_core_policy=None)
+    args = platform_args.teams(cfg)
+    assert args.networks is None and args.queue_integrations is None
+    assert [(t.team.name, t.pool_taints) for t in args.teams] == [
+        ("training", ("nvidia.com/gpu=present:NoSchedule",)),
+        ("finetune", ("nvidia.com/gpu=present:NoSchedule",)),
+        ("interns", None),
+    ]
+    assert args.teams[0].quota["requests.nvidia.com/gpu"] == "32"
+
+
+def test_an_aks_pool_no_team_owns_is_where_partitionless_teams_run() -> None:
+    raw = raw_stack("aks")
+    raw["teams"][1].pop("partition")
+    raw["teams"][1]["quota"].pop("rdma")
+    cfg = parse_config(raw)
+    assert platform_args.admission(cfg).node_pools == ("ndh100b",)
+    assert platform_args.teams(cfg).teams[1].pool_taints is None
+
+
+def test_hami_brings_its_guard_with_the_clusters_core_policy_and_its_teams_label() -> None:
+    raw = hami_raw()
+    raw["platform"]["nodeGroups"][1]["hami"]["corePolicy"] = "force"
+    cfg = parse_config(raw)
+    assert platform_args.admission(cfg).hami_core_policy == "force"
+    labels = {t.team.name: dict(t.namespace_labels) for t in platform_args.teams(cfg).teams}
+    assert labels[HAMI_TEAM] == {"gpuaas.io/hami": "true"}
+    assert labels["vision"] == {}, "no HAMi quota, nothing to borrow: out of HAMi's webhook's sight"
+    # The twin: the sample stack runs no HAMi, and has no HAMi guard.
+    assert platform_args.admission(parse_config(raw_stack("onprem"))).hami_core_policy is None
+
+
+def test_elastic_quotas_off_leave_the_team_role_without_queue_rules() -> None:
+    raw = raw_stack("onprem")
+    raw["queues"] = {"elastic": False}
+    assert platform_args.teams(parse_config(raw)).queue_integrations is None
+
+
+def test_the_team_orderings_pass_through_unchanged() -> None:
+    cfg = parse_config(raw_stack("onprem"))
+    first, second = object(), object()
+    args = platform_args.teams(cfg, objects_after=(first,), guards=(second,))  # type: ignore[arg-type]
+    assert (args.objects_after, args.guards) == ((first,), (second,))
+    assert (platform_args.teams(cfg).objects_after, platform_args.teams(cfg).guards) == ((), ())

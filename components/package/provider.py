@@ -238,7 +238,7 @@ def _team(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) 
     cfg = stack_config("Team", args)
     (team,) = cfg.teams
     c = TeamComponent(name, opts)
-    teams = Teams(name, cfg, pulumi.ResourceOptions(parent=c), depends_on=_after(opts))
+    teams = Teams(name, platform_args.teams(cfg), pulumi.ResourceOptions(parent=c, depends_on=_after(opts)))
     c.register_outputs({"namespace": team.ns})
     return c, {"namespace": team.ns, "export": teams.exports[team.name]}
 

@@ -71,6 +71,7 @@ type checker).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import pulumi
@@ -210,19 +211,23 @@ SELECTS_POOL: Final = selects("{v} == variables.pool")
 SELECTS_UNOWNED: Final = selects("{v} in variables.unownedPools")
 
 
-def unowned_pools_var(cfg: StackConfig) -> dict[str, str]:
+def pools_var(pools: Sequence[str]) -> dict[str, str]:
     """The pools no team's partition owns, as data in the policy (a CEL list literal)."""
-    return {"name": "unownedPools", "expression": "[" + ", ".join(f"'{p}'" for p in unowned_pools(cfg)) + "]"}
+    return {"name": "unownedPools", "expression": "[" + ", ".join(f"'{p}'" for p in pools) + "]"}
 
 
-def _unowned_text(cfg: StackConfig) -> str:
-    pools = unowned_pools(cfg)
+def unowned_pools_var(cfg: StackConfig) -> dict[str, str]:
+    """:func:`pools_var` of the stack's pools no team owns (:func:`components.model.elastic.unowned_pools`)."""
+    return pools_var(unowned_pools(cfg))
+
+
+def _unowned_text(pools: Sequence[str]) -> str:
     return ", ".join(pools) if pools else "none: each GPU pool is the partition of a team"
 
 
-def pool_policy(cfg: StackConfig) -> Manifest:
+def pool_policy(unowned: Sequence[str]) -> Manifest:
     """AKS: GPU/RDMA pods of a team must select the team's ND pool (its IB partition); a team
-    without one selects a pool no team owns, for GPUs only.
+    without one selects a pool no team owns (``unowned``: their names, in platform order), for GPUs only.
 
     CREATE only: a pod's node selector and affinity cannot be loosened later (only a pod with
     scheduling gates may add to them), and extended resources cannot be resized in place.
@@ -234,7 +239,7 @@ def pool_policy(cfg: StackConfig) -> Manifest:
             {"name": "wantsAccelerator", "expression": WANTS_ACCELERATOR},
             {"name": "wantsRdma", "expression": WANTS_RDMA},
             {"name": "pool", "expression": POOL_VAR},
-            unowned_pools_var(cfg),
+            pools_var(unowned),
         ],
         validations=[
             {
@@ -251,7 +256,7 @@ def pool_policy(cfg: StackConfig) -> Manifest:
                     "variables.pool == '' ? (variables.wantsRdma ? 'pods in this namespace may request no RDMA "
                     "resource: the team has no InfiniBand pool (no partition)' : 'GPU pods of a team without a "
                     f"partition select a pool no team owns with nodeSelector {AKS_POOL_LABEL} "
-                    f"({_unowned_text(cfg)})') : "
+                    f"({_unowned_text(unowned)})') : "
                     "'GPU/RDMA pods of this team run on its InfiniBand pool: select it with nodeSelector "
                     f"{AKS_POOL_LABEL}=' + variables.pool"
                 ),
@@ -266,7 +271,23 @@ def pool_binding() -> Manifest:
     return policy.binding(POOL_POLICY, policy.team_namespaces())
 
 
-def admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
+@dataclass(frozen=True, kw_only=True)
+class AdmissionArgs:
+    """Arguments of :class:`Admission`: which guards the platform needs besides the network guards, which
+    every platform has. Ordering: ``opts.depends_on``, forwarded to every child."""
+
+    partitions: bool = False
+    """On-prem: guard the partition resources (``nvidia.com/sriov*``: a pod requests only its own
+    namespace's); defaults to off (no on-prem partitions)."""
+    node_pools: tuple[str, ...] | None = None
+    """AKS: guard the ND pools, with the GPU pools no team's partition owns (platform order; a team without
+    a partition runs its GPU pods there, and no RDMA pod); ``None`` (the default): no pool guard."""
+    hami_core_policy: str | None = None
+    """Where HAMi runs: guard HAMi pods, with the cluster's core policy (``hami.corePolicy``, the one value of
+    ``GPU_CORE_UTILIZATION_POLICY`` a container may set); ``None`` (the default): no HAMi guard."""
+
+
+def admission_objects(args: AdmissionArgs) -> dict[str, Manifest]:
     """Every admission object by role: the network guards, on-prem the partition guard, on AKS the pool guard,
     and where HAMi runs its pods' guard (:mod:`components.tenancy.hami_admission`)."""
     out = {
@@ -275,11 +296,11 @@ def admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
         "networks-immutable-policy": networks_immutable_policy(),
         "networks-immutable-binding": networks_immutable_binding(),
     }
-    if cfg.onprem is not None:
+    if args.partitions:
         out.update({"partition-policy": partition_policy(), "partition-binding": partition_binding()})
-    if cfg.aks is not None:
-        out.update({"pool-policy": pool_policy(cfg), "pool-binding": pool_binding()})
-    out.update(hami_admission_objects(cfg))
+    if args.node_pools is not None:
+        out.update({"pool-policy": pool_policy(args.node_pools), "pool-binding": pool_binding()})
+    out.update(hami_admission_objects(args.hami_core_policy))
     return out
 
 
@@ -287,25 +308,19 @@ class Admission(pulumi.ComponentResource):
     """The team admission policies and their bindings (cluster-scoped, a constant count).
 
     ``objects``: every policy and binding, for what may only exist once they are in force (the
-    team quotas and RoleBindings, :class:`components.tenancy.teams.Teams` ``guards``).
+    team quotas and RoleBindings, :class:`components.tenancy.teams.TeamsArgs` ``guards``).
     """
 
     objects: list[pulumi.CustomResource]
 
-    def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        depends_on: Sequence[pulumi.Resource] = (),
-    ) -> None:
+    def __init__(self, name: str, args: AdmissionArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:Admission", name, None, opts)
-        objects = admission_objects(cfg)
+        depends_on = kube.depends_on(opts)
+        objects = admission_objects(args)
         policies: dict[str, pulumi.CustomResource] = {}
         for role, manifest in objects.items():
             if role.endswith("-policy"):
-                policies[role] = kube.apply(f"{name}-{role}", manifest, kube.child(self, list(depends_on)))
+                policies[role] = kube.apply(f"{name}-{role}", manifest, kube.child(self, depends_on))
         self.objects = list(policies.values())
         for role, manifest in objects.items():
             if role.endswith("-binding"):

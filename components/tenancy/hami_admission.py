@@ -43,7 +43,6 @@ from typing import Final
 
 from components.k8s import Manifest
 from components.model import hami, resources
-from components.model.config import StackConfig
 from components.tenancy import policy
 from components.tenancy.policy import CONTAINER_LISTS
 
@@ -198,10 +197,9 @@ def _var(check: str) -> str:
     return head + "".join(w.capitalize() for w in rest)
 
 
-def hami_policy(cfg: StackConfig) -> Manifest:
-    """The policy: each check of :func:`checks` applies to pods that ask for a HAMi resource."""
-    s = hami.settings(cfg)
-    core_policy = s.core_policy if s is not None else "default"
+def hami_policy(core_policy: str) -> Manifest:
+    """The policy: each check of :func:`checks` applies to pods that ask for a HAMi resource; ``core_policy`` is
+    the cluster's (``hami.corePolicy``)."""
     return policy.policy(
         POLICY,
         namespaces=policy.team_namespaces(),
@@ -222,8 +220,9 @@ def hami_binding() -> Manifest:
     return policy.binding(POLICY, policy.team_namespaces())
 
 
-def hami_admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
-    """The policy and its binding where HAMi runs; nothing otherwise."""
-    if not hami.uses_hami(cfg):
+def hami_admission_objects(core_policy: str | None) -> dict[str, Manifest]:
+    """The policy and its binding where HAMi runs (``core_policy``: the cluster's, ``hami.corePolicy``); nothing
+    otherwise (``None``)."""
+    if core_policy is None:
         return {}
-    return {"hami-policy": hami_policy(cfg), "hami-binding": hami_binding()}
+    return {"hami-policy": hami_policy(core_policy), "hami-binding": hami_binding()}

@@ -35,28 +35,28 @@ Never a NAD in ``default``: Multus' ``namespaceIsolation`` still lets every pod 
 ``default`` unless ``globalNamespaces`` is set (k8snetworkplumbingwg/multus-cni pkg/types/conf.go
 ``defaultNonIsolatedNamespace``); :mod:`components.fabric.multus` sets it.
 
-Objects are rendered by pure functions of (config, team); the component only registers them with
-logical names ``<name>-<team>-<role>``, so reordering ``gpuaas:teams`` moves nothing.
+Objects are rendered by pure functions of the component's arguments (:class:`TeamsArgs`, one
+:class:`TeamArgs` per team), never of the stack config (issue #33: ``Teams("t", TeamsArgs(teams=(TeamArgs(...),)))``
+is one team, from any program); the component only registers them with logical names
+``<name>-<team>-<role>``, so reordering ``gpuaas:teams`` moves nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pulumi
 
 from components import k8s as kube
 from components.k8s import Manifest
-from components.model import dra, hami, resources
-from components.model.capacity import vfs_per_partition
-from components.model.config import StackConfig
-from components.model.queues import effective_integrations
+from components.model import resources
 from components.model.teams import AksPartition, OnPremPartition, Team
 from components.model.types import format_pkey, full_member_pkey
 from components.tenancy.labels import PARTITION_LABEL, POOL_LABEL, TEAM_LABEL, object_meta
-from components.tenancy.networks import ip_pool, nad, nad_name, rdma_nad, scheduling_config_map
-from components.tenancy.quotas import limit_range_limits, quota_hard
+from components.tenancy.networks import PartitionNetworks, ip_pool, nad, nad_name, rdma_nad, scheduling_config_map
+from components.tenancy.quotas import limit_range_limits
 
 #: Name of the workload ClusterRole and of the RoleBinding in every team namespace.
 ROLE: Final = "gpuaas-team-member"
@@ -69,30 +69,74 @@ SYSTEM_PRIORITY_CLASSES: Final = ("system-cluster-critical", "system-node-critic
 LIMITS: Final = "gpuaas-team-defaults"
 
 
-def namespace(cfg: StackConfig, team: Team) -> Manifest:
+@dataclass(frozen=True, kw_only=True)
+class TeamArgs:
+    """One team of :class:`Teams`: the team as configured and what the platform makes of it."""
+
+    team: Team
+    """The team (``gpuaas:teams[*]``): its name, namespace, groups, Pod Security level, ``protect`` and partition.
+    Its ``quota`` is not read here: :attr:`quota` is the rendered one."""
+    quota: Mapping[str, str]
+    """``spec.hard`` of the team's ResourceQuota. A resource a quota does not name is unlimited, so it names every
+    extended resource of the platform, with the team's share or ``"0"``, besides CPU, memory and pods
+    (:func:`components.tenancy.quotas.quota_hard` renders it from a stack config)."""
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels of the team namespace besides the team's, its Pod Security level and its partition's: the DRA device
+    classes it may claim, HAMi's webhook's ``gpuaas.io/hami``; defaults to none."""
+    pool_taints: tuple[str, ...] | None = None
+    """AKS, for a team whose partition is an ND pool: that pool's taints (``key=value:Effect``), which the
+    ``gpuaas-scheduling`` ConfigMap's pod template tolerates; ``None`` (the default): no such ConfigMap."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeamsArgs:
+    """Arguments of :class:`Teams`. Ordering: ``opts.depends_on``, forwarded to every child, and the two
+    fields below, which order only some of them."""
+
+    teams: tuple[TeamArgs, ...] = ()
+    """The teams, each with its namespace and objects (logical names carry the team's name, not its place);
+    defaults to none."""
+    networks: PartitionNetworks | None = None
+    """On-prem: what a team partition's network is made of (NAD, IPPool, the partition label and the
+    ``teams`` output's P_Key and GUIDs); ``None`` (the default, AKS): a partition is a node pool, no NAD."""
+    queue_integrations: frozenset[str] | None = None
+    """With elastic quotas (``gpuaas:queues.elastic``), the Kueue integrations that run: the team role writes the
+    training kinds among them and reads its queue (:func:`queue_rules`); ``None`` (the default): no elastic quotas."""
+    objects_after: tuple[pulumi.Resource, ...] = ()
+    """What every team object but the namespaces waits for: the Network Operator (the NAD and IPPool CRDs),
+    on-prem the SR-IOV host side and the partitions that give the NADs' VFs their membership. A namespace needs
+    none of them, so it comes first (what lives in it is ordered after it); defaults to none."""
+    guards: tuple[pulumi.Resource, ...] = ()
+    """The admission policies and bindings that make a quota or a RoleBinding safe (a quota lets a team request
+    GPUs and RDMA, a RoleBinding lets it create pods): the quotas and RoleBindings wait for them
+    (:data:`GUARDED`), the namespaces do not; defaults to none."""
+
+
+def namespace(team: TeamArgs, networks: PartitionNetworks | None = None) -> Manifest:
     """The team namespace: Pod Security level, team label, and the labels the admission policies
     read (its ND pool on AKS, its partition resource on-prem). Teams cannot write namespaces."""
+    t = team.team
     labels = {
-        TEAM_LABEL: team.name,
-        **resources.pod_security_labels("privileged" if team.privileged else "baseline"),
+        TEAM_LABEL: t.name,
+        **resources.pod_security_labels("privileged" if t.privileged else "baseline"),
         "pod-security.kubernetes.io/enforce-version": "latest",
-        **dra.namespace_labels(cfg, team),  # DRA model: the device classes it may claim
-        **hami.namespace_labels(cfg, team),  # HAMi quota: HAMi's webhook watches this namespace
+        # DRA model: the device classes it may claim; HAMi quota: HAMi's webhook watches this namespace.
+        **team.namespace_labels,
     }
-    if isinstance(team.partition, AksPartition):
-        labels[POOL_LABEL] = team.partition.node_pool
-    elif isinstance(team.partition, OnPremPartition) and cfg.onprem is not None:
-        labels[PARTITION_LABEL] = resources.sriov_resource_name(team.partition.pkey)
-    meta = object_meta(team.ns, labels=labels)
+    if isinstance(t.partition, AksPartition):
+        labels[POOL_LABEL] = t.partition.node_pool
+    elif isinstance(t.partition, OnPremPartition) and networks is not None:
+        labels[PARTITION_LABEL] = resources.sriov_resource_name(t.partition.pkey)
+    meta = object_meta(t.ns, labels=labels)
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
-def resource_quota(cfg: StackConfig, team: Team) -> Manifest:
+def resource_quota(team: TeamArgs) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
-        "metadata": object_meta(QUOTA, team.ns),
-        "spec": {"hard": quota_hard(cfg, team)},
+        "metadata": object_meta(QUOTA, team.team.ns),
+        "spec": {"hard": dict(team.quota)},
     }
 
 
@@ -149,7 +193,7 @@ QUEUED_KINDS: Final[dict[str, tuple[str, str]]] = {
 }
 
 
-def queue_rules(cfg: StackConfig) -> list[dict[str, Any]]:
+def queue_rules(integrations: frozenset[str] | None) -> list[dict[str, Any]]:
     """Elastic quotas: write the training kinds Kueue manages here, read the team's queue.
 
     ``localqueues`` (pending and admitted counts) and ``workloads`` (why a Job waits: its
@@ -158,19 +202,18 @@ def queue_rules(cfg: StackConfig) -> list[dict[str, Any]]:
     RoleBinding grants nothing outside its namespace. A kind's verbs only where its integration
     is on: without it nothing queues it, and the queue guard refuses its GPU objects anyway.
     """
-    if not cfg.queues.elastic:
+    if integrations is None:
         return []
-    enabled = effective_integrations(cfg.queues)
     groups: dict[str, list[str]] = {}
     for integration, (group, plural) in QUEUED_KINDS.items():
-        if integration in enabled:
+        if integration in integrations:
             groups.setdefault(group, []).append(plural)
     rules = [{"apiGroups": [g], "resources": plurals, "verbs": _WRITE} for g, plurals in groups.items()]
     rules.append({"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": _READ})
     return rules
 
 
-def cluster_role(cfg: StackConfig) -> Manifest:
+def cluster_role(queue_integrations: frozenset[str] | None = None) -> Manifest:
     """Run workloads; read quota, limits and the team's NADs (``edit`` covers no NADs).
 
     Pods: create, delete, read, logs, exec/attach/port-forward — no ``update``/``patch`` (see
@@ -207,7 +250,7 @@ def cluster_role(cfg: StackConfig) -> Manifest:
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _WRITE},
             {"apiGroups": [""], "resources": ["resourcequotas", "limitranges"], "verbs": _READ},
             {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["network-attachment-definitions"], "verbs": _READ},
-            *queue_rules(cfg),
+            *queue_rules(queue_integrations),
         ],
     }
 
@@ -227,36 +270,37 @@ def role_binding(team: Team) -> Manifest | None:
     }
 
 
-def team_objects(cfg: StackConfig, team: Team) -> dict[str, Manifest]:
+def team_objects(team: TeamArgs, networks: PartitionNetworks | None = None) -> dict[str, Manifest]:
     """Every object of one team, by role (the suffix of its logical name), namespace first."""
+    t = team.team
     objects: dict[str, Manifest | None] = {
-        "namespace": namespace(cfg, team),
-        "quota": resource_quota(cfg, team),
-        "no-critical-priority": critical_priority_quota(team),
-        "limits": limit_range(team),
-        "rolebinding": role_binding(team),
-        "nad": nad(cfg, team),
-        "nad-rdma": rdma_nad(cfg, team),
-        "ippool": ip_pool(cfg, team),
-        "scheduling": scheduling_config_map(cfg, team),
+        "namespace": namespace(team, networks),
+        "quota": resource_quota(team),
+        "no-critical-priority": critical_priority_quota(t),
+        "limits": limit_range(t),
+        "rolebinding": role_binding(t),
+        "nad": nad(networks, t),
+        "nad-rdma": rdma_nad(networks, t),
+        "ippool": ip_pool(networks, t),
+        "scheduling": scheduling_config_map(t, team.pool_taints),
     }
     return {k: v for k, v in objects.items() if v is not None}
 
 
-def team_export(cfg: StackConfig, team: Team) -> dict[str, Any]:
+def team_export(team: TeamArgs, networks: PartitionNetworks | None = None) -> dict[str, Any]:
     """What operators read about a team (the ``teams`` stack output)."""
-    out: dict[str, Any] = {"namespace": team.ns, "quota": quota_hard(cfg, team)}
-    part = team.partition
-    onprem = cfg.onprem
-    if isinstance(part, OnPremPartition) and onprem is not None:
+    t = team.team
+    out: dict[str, Any] = {"namespace": t.ns, "quota": dict(team.quota)}
+    part = t.partition
+    if isinstance(part, OnPremPartition) and networks is not None:
         out.update(
             {
                 "pkey": format_pkey(part.pkey),
                 "fullPkey": full_member_pkey(part.pkey),
                 "vfIndex": part.vf_index,
-                "guidCount": vfs_per_partition(cfg),
+                "guidCount": networks.vfs_per_partition,
                 "sriovResource": resources.sriov_resource(part.pkey),
-                "nad": nad_name(team),
+                "nad": nad_name(t),
             }
         )
     elif isinstance(part, AksPartition):
@@ -269,41 +313,35 @@ GUARDED: Final = frozenset({"quota", "no-critical-priority", "rolebinding"})
 
 
 class Teams(pulumi.ComponentResource):
-    """Every team's namespace, quota, limits, RBAC and IB network objects.
+    """Every team's namespace, quota, limits, RBAC and IB network objects, and the one team ClusterRole.
 
-    ``depends_on``: what the team objects need first — the Network Operator (NAD and IPPool
-    CRDs) and, on-prem, the OpenSM partitions that give the NAD's VFs their membership.
-    ``guards``: the admission policies and bindings that make a quota or a RoleBinding safe (a
-    quota lets a team request GPUs and RDMA, a RoleBinding lets it create pods); the quotas and
-    RoleBindings wait for them (:data:`GUARDED`).
+    One team is a :class:`TeamsArgs` of one :class:`TeamArgs`. ``namespaces``: each team's namespace by
+    team name, for what lives in it (LocalQueues, claim templates). ``exports``: the ``teams`` output.
     """
 
     namespaces: dict[str, pulumi.CustomResource]
     exports: dict[str, dict[str, Any]]
 
-    def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        depends_on: Sequence[pulumi.Resource] = (),
-        guards: Sequence[pulumi.Resource] = (),
-    ) -> None:
+    def __init__(self, name: str, args: TeamsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:Teams", name, None, opts)
+        depends_on = kube.depends_on(opts)
         self.namespaces = {}
         self.exports = {}
-        member = kube.apply(f"{name}-member-role", cluster_role(cfg), kube.child(self, list(depends_on)))
-        for team in cfg.teams:
-            objects = team_objects(cfg, team)
+        after_all = [*args.objects_after, *depends_on]
+        member = kube.apply(f"{name}-member-role", cluster_role(args.queue_integrations), kube.child(self, after_all))
+        for team in args.teams:
+            t = team.team
+            objects = team_objects(team, args.networks)
             # Protected: a config edit that drops the team must not delete its workloads in passing.
-            ns_opts = pulumi.ResourceOptions.merge(kube.child(self), pulumi.ResourceOptions(protect=team.protect))
-            ns = kube.apply(f"{name}-{team.name}-namespace", objects.pop("namespace"), ns_opts)
-            self.namespaces[team.name] = ns
+            ns_opts = pulumi.ResourceOptions.merge(
+                kube.child(self, depends_on), pulumi.ResourceOptions(protect=t.protect)
+            )
+            ns = kube.apply(f"{name}-{t.name}-namespace", objects.pop("namespace"), ns_opts)
+            self.namespaces[t.name] = ns
             for role_name, manifest in objects.items():
                 after: list[pulumi.Resource] = [ns, member] if role_name == "rolebinding" else [ns]
                 if role_name in GUARDED:
-                    after.extend(guards)
-                kube.apply(f"{name}-{team.name}-{role_name}", manifest, kube.child(self, [*after, *depends_on]))
-            self.exports[team.name] = team_export(cfg, team)
+                    after.extend(args.guards)
+                kube.apply(f"{name}-{t.name}-{role_name}", manifest, kube.child(self, [*after, *after_all]))
+            self.exports[t.name] = team_export(team, args.networks)
         self.register_outputs({"teams": self.exports})

@@ -30,7 +30,8 @@ from components.operators import gpu_cluster
 from components.operators.gpu_operator import gpu_operator_values
 from components.plan.offline import ROOT, run_program, stack_config
 from components.plan.writer import write_plan
-from components.tenancy import quotas, teams
+from components.tenancy import quotas
+from tests import tenancy_objects
 from tests.conftest import raw_stack, stack_path
 from tests.schema_helpers import GPU_OPERATOR_READ_NOT_LISTED, assert_value_paths_exist, validate_against_crd
 from tests.tenancy.test_admission_cel import Policy
@@ -389,13 +390,13 @@ def test_adding_a_team_leaves_other_teams_dra_objects_alone() -> None:
         twin = next(t for t in after.teams if t.name == team.name)
         assert quotas.quota_hard(before, team) == quotas.quota_hard(after, twin)
         assert claims.claim_templates(before, team) == claims.claim_templates(after, twin)
-        assert teams.namespace(before, team) == teams.namespace(after, twin)
+        assert tenancy_objects.namespace(before, team) == tenancy_objects.namespace(after, twin)
 
 
 def test_namespace_labels_name_the_claimable_classes() -> None:
     cfg = dra_cfg()
     research = next(t for t in cfg.teams if t.name == "research")
-    labels = teams.namespace(cfg, research)["metadata"]["labels"]
+    labels = tenancy_objects.namespace(cfg, research)["metadata"]["labels"]
     assert {k: v for k, v in labels.items() if k.startswith(dra.CLASS_LABEL_PREFIX)} == {
         "dra.gpuaas.io/mig-1g.10gb.gpuaas.io": "true",
         "dra.gpuaas.io/mig-4g.40gb.gpuaas.io": "true",
@@ -642,7 +643,9 @@ def test_device_plugin_stacks_have_no_dra_objects(stack: str, run_of: Callable[[
     assert not kinds & {"GPUCluster", "DeviceClass", "ResourceClaimTemplate"}
     cfg = parse_config(raw_stack(stack))
     for team in cfg.teams:
-        assert not any(k.startswith(dra.CLASS_LABEL_PREFIX) for k in teams.namespace(cfg, team)["metadata"]["labels"])
+        assert not any(
+            k.startswith(dra.CLASS_LABEL_PREFIX) for k in tenancy_objects.namespace(cfg, team)["metadata"]["labels"]
+        )
         assert not any("deviceclass" in k for k in quotas.quota_hard(cfg, team))
 
 

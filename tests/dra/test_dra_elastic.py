@@ -23,7 +23,8 @@ from components.model.config import StackConfig
 from components.plan.offline import ROOT, stack_config
 from components.plan.writer import write_plan
 from components.queueing import queues
-from components.tenancy import quotas, teams
+from components.tenancy import quotas
+from tests import tenancy_objects
 from tests.dra.test_dra import CHECKS, CLAIMS, claim, exactly
 
 DRA_STACK: Final = ROOT / "tests" / "stacks" / "onprem-dra.yaml"
@@ -48,7 +49,7 @@ def cfg_of(**vision_queue: Any) -> StackConfig:
 
 def labelled(cfg: StackConfig, team: str) -> set[str]:
     t = next(t for t in cfg.teams if t.name == team)
-    labels = teams.namespace(cfg, t)["metadata"]["labels"]
+    labels = tenancy_objects.namespace(cfg, t)["metadata"]["labels"]
     return {
         k.removeprefix(dra.CLASS_LABEL_PREFIX)
         for k, v in labels.items()
@@ -95,7 +96,7 @@ def test_the_reviews_case_vision_may_claim_the_mig_devices_it_may_borrow() -> No
     """vision's quota allowed 80 mig-1g.10gb devices while the claims policy refused every MIG class."""
     cfg = cfg_of()
     vision = next(t for t in cfg.teams if t.name == "vision")
-    labels = teams.namespace(cfg, vision)["metadata"]["labels"]
+    labels = tenancy_objects.namespace(cfg, vision)["metadata"]["labels"]
     assert labels[f"{dra.CLASS_LABEL_PREFIX}{SMALL}"] == "true"
     assert [
         n
@@ -111,7 +112,7 @@ def test_a_class_the_queue_may_not_borrow_is_neither_labelled_nor_quotaed() -> N
     assert quota_devices(cfg, "vision") == {GPU: 32, BIG: 2}
     assert queue_can_hold(cfg, "vision") == {GPU: 32, BIG: 2}
     vision = next(t for t in cfg.teams if t.name == "vision")
-    labels = teams.namespace(cfg, vision)["metadata"]["labels"]
+    labels = tenancy_objects.namespace(cfg, vision)["metadata"]["labels"]
     assert [
         n
         for n, ok in zip(CHECKS, CLAIMS.evaluate(claim(exactly(SMALL)), labels, "resourceclaims"), strict=True)

@@ -132,7 +132,7 @@ def build_in_process(cfg: StackConfig, opts: pulumi.ResourceOptions | None = Non
     policy = NicClusterPolicy("lab-nic-cluster-policy", platform_args.nic_cluster_policy(cfg), after)
     GpuOperator("lab-gpu-operator", platform_args.gpu_operator(cfg, release_after=(policy.policy,)), opts)
     team = TeamComponent("lab-teams", opts)
-    Teams("lab-teams", cfg, pulumi.ResourceOptions(parent=team), depends_on=[policy.policy])
+    Teams("lab-teams", platform_args.teams(cfg), pulumi.ResourceOptions(parent=team, depends_on=[policy.policy]))
 
 
 def expected_run(cfg: StackConfig) -> Run:

@@ -18,6 +18,7 @@ from components.model.resources import AKS_POOL_LABEL, GPU
 from components.tenancy.admission import POOL_POLICY
 from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import planned_objects
+from tests import tenancy_objects
 from tests.conftest import raw_stack
 from tests.e2e.conftest import AppliedStack, wait_until_refused
 from tests.e2e.settle import gone
@@ -128,12 +129,12 @@ def test_a_pod_without_gpus_or_rdma_may_run_anywhere(kube: Kube) -> None:
 
 def test_a_team_without_a_partition_may_request_no_rdma_on_any_pool(kube: Kube) -> None:
     """Review item 1: a partitionless team's namespace has no pool label; it may not pick a pool itself."""
-    from components.tenancy import labels, teams
+    from components.tenancy import labels
 
     raw = raw_stack("aks")
     raw["teams"].append({"name": "interns", "groups": ["aad:gpuaas-interns"], "quota": {"gpus": 0}})
     cfg = parse_config(raw)
-    ns = teams.namespace(cfg, cfg.teams[-1])
+    ns = tenancy_objects.namespace(cfg, cfg.teams[-1])
     assert labels.POOL_LABEL not in ns["metadata"]["labels"]
     kube.apply(ns, manager="gpuaas-plan")
     try:

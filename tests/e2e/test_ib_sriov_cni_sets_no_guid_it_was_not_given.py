@@ -33,7 +33,7 @@ from components.model.teams import OnPremPartition, Team
 from components.model.types import colon_guid
 from components.tenancy import networks
 from e2e import cni
-from tests import run_guards
+from tests import run_guards, tenancy_objects
 from tests.conftest import offline_run, raw_stack
 
 INJECTED = "02:00:00:00:00:00:0b:ad"
@@ -63,7 +63,7 @@ def team_nads() -> list[tuple[str, Team, StackConfig, dict[str, Any]]]:
     for ipam in ("static", "nv-ipam"):
         variant = _onprem(ipam)
         for team in variant.teams:
-            for nad in (networks.nad(variant, team), networks.rdma_nad(variant, team)):
+            for nad in (tenancy_objects.nad(variant, team), tenancy_objects.rdma_nad(variant, team)):
                 if nad is not None:
                     out.append((f"onprem ipam={ipam}/{nad['metadata']['name']}", team, variant, nad))
     return out

@@ -23,7 +23,7 @@ from components.plan.index import resource_counts
 from components.plan.offline import Run
 from components.plan.summary import render_summary
 from components.plan.writer import plan_files
-from components.tenancy import networks
+from tests import tenancy_objects
 from tests.conftest import raw_stack
 
 NCP = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
@@ -47,7 +47,7 @@ def rendered_conf(cfg: StackConfig) -> dict[str, Any]:
 def test_no_team_reaches_another_teams_nad(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
     conf = rendered_conf(cfg)
-    with_nad = [t for t in cfg.teams if networks.nad(cfg, t) is not None]
+    with_nad = [t for t in cfg.teams if tenancy_objects.nad(cfg, t) is not None]
     assert len(with_nad) >= 2
     for a in with_nad:
         for b in with_nad:

@@ -30,9 +30,9 @@ from components.package.provider import TeamComponent
 from components.plan.offline import run_program
 from components.plan.writer import HELM_RELEASE
 from components.platform import Platform
-from components.tenancy import teams
 from components.tenancy.teams import Teams
 from e2e.plan_apply import planned_objects
+from tests import tenancy_objects
 from tests.conftest import fixture_config
 
 #: A small on-prem cluster, package form: one node group of two nodes, two VFs per HCA.
@@ -182,7 +182,7 @@ def test_a_team_built_through_the_provider_is_the_stack_programs_team() -> None:
     run = run_program("onprem", config=fixture_config("onprem"), program=program)
     got = _objects(run.records, "lab-vision-")
     cfg = parse_config({"platform": ONPREM_STACK, "teams": [TEAM_STACK]})
-    want = teams.team_objects(cfg, cfg.teams[0])
+    want = tenancy_objects.team_objects(cfg, cfg.teams[0])
     assert set(got) == set(want)
     for role, manifest in want.items():
         assert got[role]["metadata"]["name"] == manifest["metadata"]["name"], role
@@ -219,7 +219,7 @@ def test_the_four_components_built_through_the_provider_make_the_stack_programs_
         NetworkOperator("lab-no", platform_args.network_operator(cfg))
         NicClusterPolicy("lab-ncp", platform_args.nic_cluster_policy(cfg))
         GpuOperator("lab-gpu", platform_args.gpu_operator(cfg))
-        Teams("lab-teams", cfg, pulumi.ResourceOptions(parent=TeamComponent("lab-teams")))
+        Teams("lab-teams", platform_args.teams(cfg), pulumi.ResourceOptions(parent=TeamComponent("lab-teams")))
 
     def objects(run: Any) -> dict[str, Any]:
         out = {p.ref: p.obj for p in planned_objects(run)}

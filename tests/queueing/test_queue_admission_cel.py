@@ -18,6 +18,7 @@ from components.loader import parse_config
 from components.model.config import StackConfig
 from components.queueing import admission, controllers
 from components.tenancy.labels import TEAM_LABEL
+from tests import tenancy_objects
 from tests.conftest import raw_stack
 from tests.tenancy.test_admission_cel import Policy
 
@@ -524,12 +525,10 @@ def test_replicasets_hold_gpus_only_for_a_deployment() -> None:
 
 
 def test_apps_policies_cover_what_the_team_role_may_write() -> None:
-    from components.tenancy.teams import cluster_role
-
     cfg = _cfg()
     written = {
         r
-        for rule in cluster_role(cfg)["rules"]
+        for rule in tenancy_objects.cluster_role(cfg)["rules"]
         if "create" in rule["verbs"]
         for r in rule["resources"]
         if "/" not in r and rule["apiGroups"] != [""]

@@ -45,8 +45,9 @@ from hypothesis import strategies as st
 from components.loader import gpuaas_section, parse_config
 from components.model import resources
 from components.plan.offline import ROOT, stack_config
-from components.tenancy import admission, network_admission, networks, teams
+from components.tenancy import admission, network_admission, networks
 from components.tenancy import labels as team_labels
+from tests import tenancy_objects
 from tests.admission_cases import ALLOWED, REFUSED
 from tests.conftest import raw_stack
 
@@ -723,13 +724,13 @@ def test_partition_label_is_what_the_team_namespace_carries(cfg_of: Any) -> None
     """The policy builds the resource from the label exactly as quotas and NADs spell it."""
     cfg = cfg_of("onprem")
     for team in cfg.teams:
-        labels = teams.namespace(cfg, team)["metadata"]["labels"]
+        labels = tenancy_objects.namespace(cfg, team)["metadata"]["labels"]
         act = PARTITION.activation(pod(), team.ns, namespace_labels=labels)
         assert act["variables"] == {
             "ownPartition": resources.sriov_resource(team.partition.pkey),
             "ownPartitionOnly": True,
         }
-        nad = networks.nad(cfg, team)
+        nad = tenancy_objects.nad(cfg, team)
         assert nad is not None and nad["metadata"]["annotations"][networks.RESOURCE_NAME_ANNOTATION] == str(
             act["variables"]["ownPartition"]
         )
@@ -740,7 +741,7 @@ def test_partition_label_is_what_the_team_namespace_carries(cfg_of: Any) -> None
 
 #: The AKS variant with a pool no team owns (tests/stacks/aks-elastic.yaml): ndshared.
 AKS_SHARED: Final = parse_config(gpuaas_section(stack_config("aks", ROOT / "tests" / "stacks" / "aks-elastic.yaml")))
-POOL: Final = Policy(admission.pool_policy(AKS_SHARED))
+POOL: Final = Policy(tenancy_objects.pool_policy(AKS_SHARED))
 OTHER_POOL: Final = "ndother"
 SHARED_POOL: Final = "ndshared"
 
@@ -748,7 +749,7 @@ SHARED_POOL: Final = "ndshared"
 def _team_namespace_labels() -> dict[str, str]:
     """The labels of the first AKS team's namespace: where the pool policy reads the pool."""
     cfg = parse_config(raw_stack("aks"))
-    return dict(teams.namespace(cfg, cfg.teams[0])["metadata"]["labels"])
+    return dict(tenancy_objects.namespace(cfg, cfg.teams[0])["metadata"]["labels"])
 
 
 NS_LABELS: Final = _team_namespace_labels()
@@ -764,7 +765,7 @@ def test_pool_comes_from_the_namespace_not_a_parameter() -> None:
     )
     assert POOL_NAME == "ndh100a" != OTHER_POOL
     cfg = parse_config(raw_stack("aks"))
-    cm = networks.scheduling_config_map(cfg, cfg.teams[0])
+    cm = tenancy_objects.scheduling_config_map(cfg, cfg.teams[0])
     assert cm is not None and cm["data"]["nodeSelectorValue"] == POOL_NAME, "the Jobs' template agrees"
 
 
@@ -927,7 +928,7 @@ def test_a_team_without_a_pool_runs_gpus_only_on_a_pool_no_team_owns(
 
 
 def test_with_every_pool_owned_a_partitionless_team_runs_no_gpu_pod() -> None:
-    owned = Policy(admission.pool_policy(parse_config(raw_stack("aks"))))
+    owned = Policy(tenancy_objects.pool_policy(parse_config(raw_stack("aks"))))
     p = pod(containers=_gpu(), nodeSelector={POOL_KEY: "ndh100b"})
     assert owned.results(p, "team-nopart", namespace_labels=NO_POOL_LABELS) == [False]
     assert "none: each GPU pool is the partition of a team" in owned.message(

@@ -13,12 +13,13 @@ import pytest
 
 from components.loader import parse_config
 from components.model import hami, resources
-from components.tenancy import admission, hami_admission
+from components.tenancy import hami_admission
+from tests import tenancy_objects
 from tests.hami_cases import CASES, TEAM, Edit, hami_cfg, hami_pod, hami_raw
 from tests.tenancy.test_admission_cel import Policy
 
 CFG = hami_cfg()
-MANIFEST = admission.admission_objects(CFG)["hami-policy"]
+MANIFEST = tenancy_objects.admission_objects(CFG)["hami-policy"]
 POLICY = Policy(MANIFEST)
 CHECKS = [name for name, _expr, _msg in hami_admission.checks("default")]
 
@@ -33,7 +34,7 @@ def test_validations_line_up_with_the_checks() -> None:
     assert [v["message"] for v in validations] == [msg for _n, _e, msg in hami_admission.checks("default")]
     assert all(v["expression"].startswith("!variables.hami || ") for v in validations)
     assert MANIFEST["spec"]["failurePolicy"] == "Fail"
-    binding = admission.admission_objects(CFG)["hami-binding"]
+    binding = tenancy_objects.admission_objects(CFG)["hami-binding"]
     assert binding["spec"]["validationActions"] == ["Deny"]
 
 
@@ -76,7 +77,7 @@ def test_the_core_policy_the_webhook_adds_is_the_only_one_allowed(core_policy: s
     """HAMi's webhook appends GPU_CORE_UTILIZATION_POLICY with the cluster's policy (not for default)."""
     raw = hami_raw()
     raw["platform"]["nodeGroups"][1]["hami"]["corePolicy"] = core_policy
-    policy = Policy(admission.admission_objects(parse_config(raw))["hami-policy"])
+    policy = Policy(tenancy_objects.admission_objects(parse_config(raw))["hami-policy"])
     for value in ("default", "force", "disable"):
         pod = hami_pod()
         pod["spec"]["containers"][0]["env"] = [{"name": hami.CORE_POLICY_ENV, "value": value}]

@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import pytest
 
-from components.tenancy import teams
+from tests import tenancy_objects
 from tests.conftest import raw_stack
 
 _SUFFIX: Final = {"": 1, "m": Decimal("0.001"), "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3}
@@ -90,7 +90,7 @@ def _team_objects() -> tuple[list[dict[str, Any]], dict[str, str]]:
 
     cfg = parse_config(raw_stack("aks"))
     team = cfg.teams[0]
-    objects = teams.team_objects(cfg, team)
+    objects = tenancy_objects.team_objects(cfg, team)
     return objects["limits"]["spec"]["limits"], objects["quota"]["spec"]["hard"]
 
 

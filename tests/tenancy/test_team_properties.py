@@ -26,7 +26,8 @@ from components.model.errors import ConfigError
 from components.plan import writer
 from components.plan.offline import run_program
 from components.rules.tenancy import RESERVED_NAMESPACES
-from components.tenancy import admission, quotas, teams
+from components.tenancy import admission, quotas
+from tests import tenancy_objects
 from tests.conftest import fixture_config, qualified, raw_stack
 from tests.fabric.test_partitions import osm_parse
 
@@ -82,7 +83,7 @@ def _rendered(cfg: StackConfig) -> dict[str, str]:
     return {
         f"{t.name}/{role}": json.dumps(obj, sort_keys=True)
         for t in cfg.teams
-        for role, obj in teams.team_objects(cfg, t).items()
+        for role, obj in tenancy_objects.team_objects(cfg, t).items()
     }
 
 
@@ -91,10 +92,10 @@ def _bytes(cfg: StackConfig) -> dict[str, bytes]:
     out = {
         f"{t.name}/{role}": writer.dump(writer._ordered(obj)).encode()
         for t in cfg.teams
-        for role, obj in teams.team_objects(cfg, t).items()
+        for role, obj in tenancy_objects.team_objects(cfg, t).items()
     }
-    out["*/member-role"] = writer.dump(writer._ordered(teams.cluster_role(cfg))).encode()
-    for role, obj in admission.admission_objects(cfg).items():
+    out["*/member-role"] = writer.dump(writer._ordered(tenancy_objects.cluster_role(cfg))).encode()
+    for role, obj in tenancy_objects.admission_objects(cfg).items():
         out[f"*/{role}"] = writer.dump(writer._ordered(obj)).encode()
     return out
 
@@ -111,7 +112,9 @@ def test_reordering_teams_changes_nothing(team_list: list[dict[str, Any]], rnd: 
     assert _rendered(a) == _rendered(b)
     assert partitions_conf(a) == partitions_conf(b)
     assert guid_plan.guid_plan(a) == guid_plan.guid_plan(b)
-    assert {t.name: teams.team_export(a, t) for t in a.teams} == {t.name: teams.team_export(b, t) for t in b.teams}
+    assert {t.name: tenancy_objects.team_export(a, t) for t in a.teams} == {
+        t.name: tenancy_objects.team_export(b, t) for t in b.teams
+    }
 
 
 @PROPS
@@ -122,7 +125,7 @@ def test_adding_a_team_leaves_the_others_alone(team_list: list[dict[str, Any]], 
     small, big = _cfg(without), _cfg(team_list)
     added = big.teams[new]
     before, after = _bytes(small), _bytes(big)
-    assert set(after) - set(before) == {f"{added.name}/{role}" for role in teams.team_objects(big, added)}
+    assert set(after) - set(before) == {f"{added.name}/{role}" for role in tenancy_objects.team_objects(big, added)}
     assert set(before) <= set(after)
     changed = sorted(key for key, data in before.items() if after[key] != data)
     assert changed == [], f"adding {added.name!r} changed {changed}"
@@ -295,7 +298,7 @@ def test_platform_exports(cfg_of: Any) -> None:
         "guidCount": 48,
         "sriovResource": "nvidia.com/sriov8001",
         "nad": "ib-vision",
-        "quota": teams.team_export(cfg, cfg.teams[0])["quota"],
+        "quota": tenancy_objects.team_export(cfg, cfg.teams[0])["quota"],
     }
     types = {r.name: r.type for r in run.records}
     assert types["gpuaas-teams-vision-nad"] == "kubernetes:k8s.cni.cncf.io/v1:NetworkAttachmentDefinition"

@@ -20,8 +20,9 @@ from components.model import resources
 from components.model.capacity import capacity
 from components.model.config import StackConfig
 from components.plan.offline import run_program
-from components.tenancy import admission, network_admission, networks, quotas, teams
 from components.tenancy import labels as team_labels
+from components.tenancy import network_admission, networks, quotas, teams
+from tests import tenancy_objects
 from tests.admission_cases import ALLOWED, REFUSED
 from tests.conftest import fixture_config, qualified, raw_stack
 from tests.schema_helpers import crd_schema, strict, validate_against_crd
@@ -41,8 +42,8 @@ def nv_ipam() -> StackConfig:
 
 
 def all_objects(cfg: StackConfig) -> list[dict[str, Any]]:
-    objs = [o for t in cfg.teams for o in teams.team_objects(cfg, t).values()]
-    objs += [teams.cluster_role(cfg), *admission.admission_objects(cfg).values()]
+    objs = [o for t in cfg.teams for o in tenancy_objects.team_objects(cfg, t).values()]
+    objs += [tenancy_objects.cluster_role(cfg), *tenancy_objects.admission_objects(cfg).values()]
     if cfg.onprem is not None:
         objs += [opensm.config_map(cfg), *guid_plan.guid_config_maps(cfg), sriov_host.daemonset(cfg)]
     return objs
@@ -91,7 +92,7 @@ def test_nad_matches_upstream_crd_and_ib_sriov(upstream: Path, cfg_of: Any) -> N
         **schema["properties"],
     }
     for team in cfg.teams:
-        nad = networks.nad(cfg, team)
+        nad = tenancy_objects.nad(cfg, team)
         assert nad is not None
         errors = list(Draft4Validator(strict(schema)).iter_errors(nad))
         assert not errors, errors
@@ -115,14 +116,14 @@ def test_nad_matches_upstream_crd_and_ib_sriov(upstream: Path, cfg_of: Any) -> N
 
 def test_nv_ipam_pool_per_team(upstream: Path) -> None:
     cfg = nv_ipam()
-    pools = [networks.ip_pool(cfg, t) for t in cfg.teams]
+    pools = [tenancy_objects.ip_pool(cfg, t) for t in cfg.teams]
     for team, pool in zip(cfg.teams, pools, strict=True):
         assert pool is not None
         validate_against_crd(pool, upstream / IPPOOL_CRD)
         assert pool["metadata"]["namespace"] == cfg.network.namespace
         assert pool["spec"]["subnet"] == f"192.168.{team.partition.pkey}.0/24"
         assert pool["spec"]["perNodeBlockSize"] == 8
-        conf = json.loads(networks.nad(cfg, team)["spec"]["config"])
+        conf = json.loads(tenancy_objects.nad(cfg, team)["spec"]["config"])
         assert conf["ipam"] == {"type": "nv-ipam", "poolName": pool["metadata"]["name"]}
         assert "capabilities" not in conf
     assert len({p["spec"]["subnet"] for p in pools}) == len(pools)
@@ -130,7 +131,7 @@ def test_nv_ipam_pool_per_team(upstream: Path) -> None:
 
 def test_static_ipam_has_no_pools(cfg_of: Any) -> None:
     cfg = cfg_of("onprem")
-    assert all(networks.ip_pool(cfg, t) is None for t in cfg.teams)
+    assert all(tenancy_objects.ip_pool(cfg, t) is None for t in cfg.teams)
 
 
 def _static() -> StackConfig:
@@ -144,14 +145,14 @@ def test_static_ipam_nad_takes_pod_addresses_and_an_rdma_nad_needs_none() -> Non
     sandbox ("IPAM plugin returned missing IP config"): those pods use the address-less twin."""
     cfg = _static()
     team = cfg.teams[0]
-    conf = json.loads(networks.nad(cfg, team)["spec"]["config"])
+    conf = json.loads(tenancy_objects.nad(cfg, team)["spec"]["config"])
     assert conf["ipam"] == {"type": "static"} and conf["capabilities"] == {"ips": True}
-    twin = networks.rdma_nad(cfg, team)
+    twin = tenancy_objects.rdma_nad(cfg, team)
     assert twin is not None and twin["metadata"]["name"] == "ib-vision-rdma"
     twin_conf = json.loads(twin["spec"]["config"])
     assert "ipam" not in twin_conf and "capabilities" not in twin_conf and twin_conf["name"] == "ib-vision-rdma"
-    assert twin["metadata"]["annotations"] == networks.nad(cfg, team)["metadata"]["annotations"], "same VF pool"
-    assert "nad-rdma" in teams.team_objects(cfg, team)
+    assert twin["metadata"]["annotations"] == tenancy_objects.nad(cfg, team)["metadata"]["annotations"], "same VF pool"
+    assert "nad-rdma" in tenancy_objects.team_objects(cfg, team)
     assert networks.proof_network(cfg, team) == "ib-vision-rdma"
 
 
@@ -161,9 +162,9 @@ def test_other_modes_need_no_twin_and_the_proofs_use_the_team_nad(mode: str) -> 
     raw["platform"]["fabric"]["ipam"] = mode
     cfg = parse_config(raw)
     team = cfg.teams[0]
-    assert networks.rdma_nad(cfg, team) is None and "nad-rdma" not in teams.team_objects(cfg, team)
+    assert tenancy_objects.rdma_nad(cfg, team) is None and "nad-rdma" not in tenancy_objects.team_objects(cfg, team)
     assert networks.proof_network(cfg, team) == "ib-vision"
-    assert ("ipam" in json.loads(networks.nad(cfg, team)["spec"]["config"])) == (mode == "nv-ipam")
+    assert ("ipam" in json.loads(tenancy_objects.nad(cfg, team)["spec"]["config"])) == (mode == "nv-ipam")
 
 
 def test_the_default_ipam_is_none() -> None:
@@ -238,13 +239,15 @@ def test_aks_quota_uses_rdma_shared_resource(cfg_of: Any) -> None:
 def test_namespace_role_and_binding(cfg_of: Any) -> None:
     cfg = cfg_of("onprem")
     team = cfg.teams[0]
-    ns = teams.namespace(cfg, team)
+    ns = tenancy_objects.namespace(cfg, team)
     labels = ns["metadata"]["labels"]
     assert labels[team_labels.TEAM_LABEL] == "vision"
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
     priv = team.model_copy(update={"privileged": True})
-    assert teams.namespace(cfg, priv)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    role = teams.cluster_role(cfg)
+    assert (
+        tenancy_objects.namespace(cfg, priv)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    )
+    role = tenancy_objects.cluster_role(cfg)
     assert role["kind"] == "ClusterRole" and "namespace" not in role["metadata"]
     binding = teams.role_binding(team)
     assert binding is not None and binding["metadata"]["namespace"] == team.ns
@@ -267,7 +270,7 @@ def test_namespace_role_and_binding(cfg_of: Any) -> None:
 def _verbs(resource: str, group: str = "", stack: str = "onprem", **queues: Any) -> set[str]:
     raw = raw_stack(stack)
     raw.setdefault("queues", {}).update(queues)
-    rules = teams.cluster_role(parse_config(raw))["rules"]
+    rules = tenancy_objects.cluster_role(parse_config(raw))["rules"]
     return {v for r in rules if group in r["apiGroups"] and resource in r["resources"] for v in r["verbs"]}
 
 
@@ -308,15 +311,15 @@ def test_team_role_never_edits_a_live_pod() -> None:
 def test_aks_scheduling_defaults(cfg_of: Any) -> None:
     cfg = cfg_of("aks")
     team = cfg.teams[0]
-    cm = networks.scheduling_config_map(cfg, team)
+    cm = tenancy_objects.scheduling_config_map(cfg, team)
     assert cm is not None
     spec = json.loads(cm["data"]["pod-spec.json"])
     assert spec["nodeSelector"] == {"kubernetes.azure.com/agentpool": "ndh100a"}
     assert spec["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
     ]
-    assert teams.namespace(cfg, team)["metadata"]["labels"][team_labels.POOL_LABEL] == "ndh100a"
-    assert networks.nad(cfg, team) is None
+    assert tenancy_objects.namespace(cfg, team)["metadata"]["labels"][team_labels.POOL_LABEL] == "ndh100a"
+    assert tenancy_objects.nad(cfg, team) is None
 
 
 def test_guid_plan_is_data(cfg_of: Any) -> None:
@@ -395,10 +398,10 @@ NETWORK_GUARDS = {"networks-policy", "networks-binding", "networks-immutable-pol
 
 
 def test_partition_guard_on_prem_pool_guard_on_aks(cfg_of: Any) -> None:
-    onprem = admission.admission_objects(cfg_of("onprem"))
+    onprem = tenancy_objects.admission_objects(cfg_of("onprem"))
     assert set(onprem) == NETWORK_GUARDS | {"partition-policy", "partition-binding"}
     assert "matchResources" not in onprem["partition-binding"]["spec"], "every namespace, not only team ones"
-    objs = admission.admission_objects(cfg_of("aks"))
+    objs = tenancy_objects.admission_objects(cfg_of("aks"))
     assert set(objs) == NETWORK_GUARDS | {"pool-policy", "pool-binding"}
     assert "paramRef" not in objs["pool-binding"]["spec"] and "paramKind" not in objs["pool-policy"]["spec"]
     expr = objs["pool-policy"]["spec"]["validations"][0]["expression"]
@@ -408,13 +411,13 @@ def test_partition_guard_on_prem_pool_guard_on_aks(cfg_of: Any) -> None:
 
 def test_namespaces_carry_what_admission_reads(cfg_of: Any) -> None:
     onprem, aks = cfg_of("onprem"), cfg_of("aks")
-    labels = teams.namespace(onprem, onprem.teams[0])["metadata"]["labels"]
+    labels = tenancy_objects.namespace(onprem, onprem.teams[0])["metadata"]["labels"]
     assert labels[team_labels.PARTITION_LABEL] == "sriov8001" and team_labels.POOL_LABEL not in labels
     assert "nvidia.com/" + labels[team_labels.PARTITION_LABEL] == quotas.own_partition_resource(onprem.teams[0])
-    labels = teams.namespace(aks, aks.teams[0])["metadata"]["labels"]
+    labels = tenancy_objects.namespace(aks, aks.teams[0])["metadata"]["labels"]
     assert labels[team_labels.POOL_LABEL] == "ndh100a" and team_labels.PARTITION_LABEL not in labels
     plain = onprem.teams[0].model_copy(update={"partition": None})
-    assert team_labels.PARTITION_LABEL not in teams.namespace(onprem, plain)["metadata"]["labels"]
+    assert team_labels.PARTITION_LABEL not in tenancy_objects.namespace(onprem, plain)["metadata"]["labels"]
 
 
 def test_limit_range_sets_requests_not_limits() -> None:
@@ -439,7 +442,7 @@ def test_every_team_has_a_quota_of_no_pods_at_system_priority(stack: str) -> Non
     """Review item 2: the scoped quota in every team namespace, and nothing else in its scope."""
     cfg = parse_config(raw_stack(stack))
     for team in cfg.teams:
-        objs = teams.team_objects(cfg, team)
+        objs = tenancy_objects.team_objects(cfg, team)
         q = objs["no-critical-priority"]
         kubernetes_validate.validate(q, K8S_VERSION, strict=True)
         assert q["metadata"] == {
@@ -471,9 +474,9 @@ def test_team_quotas_and_role_bindings_wait_for_every_admission_guard(stack: str
         "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
     }
     cfg = parse_config(raw_stack(stack))
-    assert len(guards) == len(admission.admission_objects(cfg))
+    assert len(guards) == len(tenancy_objects.admission_objects(cfg))
     for team in cfg.teams:
-        for role in sorted(teams.GUARDED & set(teams.team_objects(cfg, team))):
+        for role in sorted(teams.GUARDED & set(tenancy_objects.team_objects(cfg, team))):
             r = run.named(f"gpuaas-teams-{team.name}-{role}")
             assert {g.urn for g in guards} <= set(r.dependencies), r.name
             assert all(order[g.urn] < order[r.urn] for g in guards), f"{r.name} registered before a guard"
