@@ -146,7 +146,7 @@ class Platform(pulumi.ComponentResource):
         guards: list[pulumi.Resource] = list(admission.objects)
         #     Elastic quotas (components/queueing/queues.py): Kueue, its flavors and ClusterQueues, and
         #     the policies that send GPU workloads through the team queues.
-        queues = Queues(f"{name}-queues", cfg, cluster_opts) if cfg.queues.elastic else None
+        queues = Queues(f"{name}-queues", platform_args.queues(cfg), cluster_opts) if cfg.queues.elastic else None
         if queues is not None:
             guards.extend(queues.guards)
         #     DRA model: per-profile MIG classes and the claim guards.

@@ -13,13 +13,14 @@ from __future__ import annotations
 import pulumi
 
 from components.fabric.ib_node_config import IbNodeConfigArgs
-from components.model import charts
+from components.model import charts, dra, elastic, hami
 from components.model.capacity import sharing_groups, sriov_partitions
 from components.model.config import StackConfig
 from components.operators.gpu_operator import GpuGroup, GpuOperatorArgs, driver_enabled
 from components.operators.network_operator import DEFAULT_CNI_NETWORK_DIRECTORY, NetworkOperatorArgs
 from components.operators.nic_cluster_policy import NicClusterPolicyArgs
 from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePluginArgs
+from components.queueing.queues import Flavor, QueuesArgs, TeamQueue
 
 #: The day-2 guards' gate (:meth:`components.platform.Platform._mig_gate`), handed through unchanged.
 Gate = pulumi.Output[bool] | None
@@ -96,4 +97,30 @@ def gpu_operator(
         observability=cfg.observability,
         release_after=release_after,
         gate=gate,
+    )
+
+
+def queues(cfg: StackConfig) -> QueuesArgs:
+    """Kueue and the team queues: ``gpuaas:queues``; a flavor per node group or ND pool (its taints on
+    AKS); per team its cohort and the amounts :mod:`components.model.elastic` computes over the whole
+    cluster; what HAMi and DRA make Kueue count; ClusterQueue metrics with ``observability``."""
+    aks = cfg.aks
+    return QueuesArgs(
+        queues=cfg.queues,
+        versions=cfg.versions,
+        chart=chart_source(cfg, charts.KUEUE),
+        flavors=tuple(
+            Flavor(name, aks_pool=True, taints=tuple(aks.pools_by_name[name].taints))
+            if aks is not None
+            else Flavor(name)
+            for _where, name, _sharing, _model in sharing_groups(cfg)
+        ),
+        teams=tuple(
+            TeamQueue(team.name, team.ns, elastic.cohort(cfg, team), elastic.team_lines(cfg, team))
+            for team in cfg.teams
+        ),
+        cluster_queue_metrics=cfg.observability.enabled,
+        excluded_resource_prefixes=tuple(hami.kueue_excluded_prefixes(cfg)),
+        transformations=tuple(hami.kueue_transformations(cfg)),
+        device_class_mappings=tuple(dra.kueue_device_class_mappings(cfg)),
     )

@@ -21,6 +21,7 @@ from components.observability.showback import main
 from components.operators.gpu_cluster import gpu_cluster
 from components.operators.gpu_operator import dcgm_exporter_values
 from components.queueing import queues
+from tests import kueue_objects
 from tests.conftest import STACKS, offline_run, raw_stack
 from tests.schema_helpers import crd_errors
 
@@ -122,7 +123,7 @@ def test_observability_off_leaves_dcgm_exporter_to_the_operator() -> None:
 def test_restated_names_match_their_owners() -> None:
     assert queues.RELEASE == KUEUE_RELEASE
     cfg = cfg_with("onprem")
-    assert all(t.name == queues.cluster_queue(cfg, t)["metadata"]["name"] for t in cfg.teams)
+    assert all(t.name == kueue_objects.cluster_queue(cfg, t)["metadata"]["name"] for t in cfg.teams)
 
 
 def test_every_planned_proof_job_matches_the_failure_alert() -> None:
