@@ -168,7 +168,9 @@ class Platform(pulumi.ComponentResource):
         #     scrape, once the Prometheus stack's CRDs are read (their absence stops the run before any
         #     monitoring object); after Kueue's namespace, where its ServiceMonitor and token live.
         if cfg.observability.enabled:
-            Observability(f"{name}-observability", cfg, cluster_opts, after=after_teams)
+            Observability(
+                f"{name}-observability", platform_args.observability(cfg, kueue_after=tuple(after_teams)), cluster_opts
+            )
         # 11. Verification workloads, last: they prove everything above. The Jobs run in the team
         #     namespaces, under their quotas, admission policies and with their NADs.
         verification = Verification(

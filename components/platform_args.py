@@ -16,6 +16,8 @@ from components.fabric.ib_node_config import IbNodeConfigArgs
 from components.model import charts, dra, elastic, hami
 from components.model.capacity import sharing_groups, sriov_partitions
 from components.model.config import StackConfig
+from components.observability.component import ObservabilityArgs
+from components.observability.groups import platform_groups, team_groups
 from components.operators.gpu_operator import GpuGroup, GpuOperatorArgs, driver_enabled
 from components.operators.network_operator import DEFAULT_CNI_NETWORK_DIRECTORY, NetworkOperatorArgs
 from components.operators.nic_cluster_policy import NicClusterPolicyArgs
@@ -123,4 +125,16 @@ def queues(cfg: StackConfig) -> QueuesArgs:
         excluded_resource_prefixes=tuple(hami.kueue_excluded_prefixes(cfg)),
         transformations=tuple(hami.kueue_transformations(cfg)),
         device_class_mappings=tuple(dra.kueue_device_class_mappings(cfg)),
+    )
+
+
+def observability(cfg: StackConfig, *, kueue_after: tuple[pulumi.Resource, ...] = ()) -> ObservabilityArgs:
+    """Monitoring: ``gpuaas:observability``; the rule groups computed over the fleet and the teams; Kueue's
+    namespace with elastic queues (``kueue_after`` handed through unchanged)."""
+    return ObservabilityArgs(
+        observability=cfg.observability,
+        team_groups=team_groups(cfg),
+        groups=platform_groups(cfg),
+        kueue_namespace=cfg.queues.namespace if cfg.queues.elastic else None,
+        kueue_after=kueue_after,
     )

@@ -39,7 +39,7 @@ from tests.e2e.conftest import need_upstream, start_plane
 from tests.e2e.kueue_manager import CFG, KUEUE_API, Kueue, condition, kueue_crds
 
 NS = CFG.queues.namespace
-SCRAPE = kueue_scrape_objects(CFG)
+SCRAPE = kueue_scrape_objects(CFG.observability, CFG.queues.namespace)
 TEAM = CFG.teams[0]
 STRANGER = "not-a-metrics-reader"
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from components import platform_args
 from components.loader import parse_config
 from components.model.config import StackConfig
 from components.model.errors import ConfigError
@@ -74,9 +75,11 @@ def test_the_allowed_twins_pass() -> None:
 @pytest.mark.parametrize("stack", STACKS)
 def test_monitoring_objects_validate_against_the_prometheus_operator_crds(stack: str, upstream: Path) -> None:
     cfg = cfg_with(stack)
-    objs = [*prometheus_rules(cfg).values()]
+    args = platform_args.observability(cfg)
+    objs = [*prometheus_rules(cfg.observability, args.team_groups, args.groups).values()]
     if cfg.queues.elastic:
-        objs += [o for o in kueue_scrape_objects(cfg).values() if o["kind"] == "ServiceMonitor"]
+        scrape = kueue_scrape_objects(cfg.observability, cfg.queues.namespace)
+        objs += [o for o in scrape.values() if o["kind"] == "ServiceMonitor"]
     crd = {"PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml"}
     crd["ServiceMonitor"] = "monitoring.coreos.com_servicemonitors.yaml"
     for obj in objs:
@@ -84,7 +87,8 @@ def test_monitoring_objects_validate_against_the_prometheus_operator_crds(stack:
 
 
 def test_crd_validation_catches_a_wrong_field(upstream: Path) -> None:
-    obj = next(iter(prometheus_rules(cfg_with("onprem")).values()))
+    args = platform_args.observability(cfg_with("onprem"))
+    obj = next(iter(prometheus_rules(args.observability, args.team_groups, args.groups).values()))
     obj["spec"]["groups"][0]["rules"][0]["recordd"] = "x"
     assert crd_errors(obj, upstream / PROM_CRDS / "monitoring.coreos.com_prometheusrules.yaml")
 
