@@ -150,7 +150,7 @@ class Platform(pulumi.ComponentResource):
         if queues is not None:
             guards.extend(queues.guards)
         #     DRA model: per-profile MIG classes and the claim guards.
-        dra_tenancy = DraTenancy(f"{name}-dra", cfg, cluster_opts) if dra.uses_dra(cfg) else None
+        dra_tenancy = DraTenancy(f"{name}-dra", platform_args.dra(cfg), cluster_opts) if dra.uses_dra(cfg) else None
         if dra_tenancy is not None:
             guards.extend(dra_tenancy.guards)
         teams = Teams(f"{name}-teams", cfg, cluster_opts, depends_on=team_after, guards=guards)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import pulumi
 
+from components.dra.tenancy import DraTeam, DraTenancyArgs
 from components.fabric.ib_node_config import IbNodeConfigArgs
-from components.model import charts, dra, elastic, hami
+from components.model import charts, elastic, hami
+from components.model import dra as dra_model
 from components.model.capacity import sharing_groups, sriov_partitions
 from components.model.config import StackConfig
 from components.observability.component import ObservabilityArgs
@@ -124,7 +126,7 @@ def queues(cfg: StackConfig) -> QueuesArgs:
         cluster_queue_metrics=cfg.observability.enabled,
         excluded_resource_prefixes=tuple(hami.kueue_excluded_prefixes(cfg)),
         transformations=tuple(hami.kueue_transformations(cfg)),
-        device_class_mappings=tuple(dra.kueue_device_class_mappings(cfg)),
+        device_class_mappings=tuple(dra_model.kueue_device_class_mappings(cfg)),
     )
 
 
@@ -137,4 +139,17 @@ def observability(cfg: StackConfig, *, kueue_after: tuple[pulumi.Resource, ...] 
         groups=platform_groups(cfg),
         kueue_namespace=cfg.queues.namespace if cfg.queues.elastic else None,
         kueue_after=kueue_after,
+    )
+
+
+def dra(cfg: StackConfig) -> DraTenancyArgs:
+    """The DRA model: the MIG profiles the node groups offer; per team the classes it may claim (its quota's,
+    and with elastic quotas what it may borrow) and its groups; on AKS the pool guard and the unowned pools."""
+    return DraTenancyArgs(
+        mig_profiles=tuple(dra_model.offered_mig_profiles(cfg)),
+        node_pools=cfg.aks is not None,
+        unowned_pools=tuple(elastic.unowned_pools(cfg)),
+        teams=tuple(
+            DraTeam(team.name, team.ns, tuple(dra_model.claimable(cfg, team)), tuple(team.groups)) for team in cfg.teams
+        ),
     )

@@ -556,7 +556,11 @@ def test_claim_guard_refuses_everything_where_no_class_is_labelled() -> None:
 
 
 AKS_SHARED: Final = ROOT / "tests" / "stacks" / "aks-elastic.yaml"
-POOL: Final = ClaimPolicy(dra_tenancy.pool_policy(parse_config(gpuaas_section(stack_config("aks", AKS_SHARED)))))
+POOL: Final = ClaimPolicy(
+    dra_tenancy.pool_policy(
+        platform_args.dra(parse_config(gpuaas_section(stack_config("aks", AKS_SHARED)))).unowned_pools
+    )
+)
 
 
 def _pod(**spec: Any) -> dict[str, Any]:
