@@ -173,11 +173,11 @@ class Platform(pulumi.ComponentResource):
             )
         # 11. Verification workloads, last: they prove everything above. The Jobs run in the team
         #     namespaces, under their quotas, admission policies and with their NADs.
-        verification = Verification(
-            f"{name}-verification",
-            cfg,
-            pulumi.ResourceOptions.merge(cluster_opts, pulumi.ResourceOptions(depends_on=after_teams)),
-        )
+        #     Registered last, with no depends_on: Verification forwards its depends_on to every child,
+        #     and its Jobs never waited for the teams (the SDK did not pass the component's depends_on
+        #     on; tests/urns records each resource's dependencies). Ordering them after the teams is a
+        #     dependency change of its own, not part of giving the component its arguments (issue #33).
+        verification = Verification(f"{name}-verification", platform_args.verification(cfg), cluster_opts)
         if verification.jobs:
             self.exports["verificationJobs"] = verification.jobs
 

@@ -24,6 +24,8 @@ from components.operators.gpu_operator import GpuGroup, GpuOperatorArgs, driver_
 from components.operators.network_operator import DEFAULT_CNI_NETWORK_DIRECTORY, NetworkOperatorArgs
 from components.operators.nic_cluster_policy import NicClusterPolicyArgs
 from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePluginArgs
+from components.proofs import burn_in, isolation, targets
+from components.proofs.verification import VerificationArgs
 from components.queueing.queues import Flavor, QueuesArgs, TeamQueue
 
 #: The day-2 guards' gate (:meth:`components.platform.Platform._mig_gate`), handed through unchanged.
@@ -151,5 +153,20 @@ def dra(cfg: StackConfig) -> DraTenancyArgs:
         unowned_pools=tuple(elastic.unowned_pools(cfg)),
         teams=tuple(
             DraTeam(team.name, team.ns, tuple(dra_model.claimable(cfg, team)), tuple(team.groups)) for team in cfg.teams
+        ),
+    )
+
+
+def verification(cfg: StackConfig) -> VerificationArgs:
+    """The proofs: ``gpuaas:verification`` and the images; where they run, paired over the whole stack (verify
+    teams' partitions and AKS pools, the isolation probes, the node groups a burn-in fits on)."""
+    found = tuple(targets.targets(cfg))
+    return VerificationArgs(
+        verification=cfg.verification,
+        versions=cfg.versions,
+        targets=found,
+        probes=tuple(isolation.isolation_probes(cfg)),
+        burn_in_groups=(
+            {t.key: tuple(burn_in.burn_in_groups(cfg, t)) for t in found} if cfg.verification.burn_in.enabled else {}
         ),
     )
