@@ -22,8 +22,8 @@ Kueue v0.19.2 API (``kueue.x-k8s.io/v1beta2``, CRDs in shared/upstream/kueue/v0.
 * **WorkloadPriorityClass** per ``queues.priorityClasses`` entry.
 
 :class:`Queues` takes :class:`QueuesArgs` (issue #33): Kueue's settings and the amounts the elastic
-model computed, as plain values. The module runs past 400 lines because the arguments, the pure
-renderers of every Kueue object and the component stay together, one module per component.
+model computed, as plain values. One piece: the arguments, the pure renderers of every Kueue object
+and the component that registers them (past 400 lines), as every component's module is.
 """
 
 from __future__ import annotations

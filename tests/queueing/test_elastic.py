@@ -503,8 +503,6 @@ def test_release_is_pinned_in_its_own_namespace(run_of: Any) -> None:
     assert cq.urn in lq.dependencies and run.named("gpuaas-teams-vision-namespace").urn in lq.dependencies
     assert run.named("gpuaas-queues-flavor-h100-full").urn in cq.dependencies
     policy = run.named("gpuaas-queues-jobs-queue-policy")
-    # Verification Jobs wait for the queues (a dependency on a component is one on its children).
-    assert policy.urn in run.named("gpuaas-verification").dependencies
     assert policy.inputs["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == ["jobs"]
     wpc = run.named("gpuaas-queues-priority-production")
     assert wpc.type == "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass" and wpc.inputs["value"] == 1000
