@@ -244,7 +244,7 @@ class DraTenancy(pulumi.ComponentResource):
     Two steps around the team namespaces: the constructor registers the cluster-scoped classes,
     role and guards (``guards``: the policies and bindings), which the team quotas — whose device
     entries let a team claim GPUs — and RoleBindings wait for, so no claim is ever admitted
-    unguarded; :meth:`team_objects` then adds each team's templates and its claims RoleBinding,
+    unguarded; :meth:`add_team_objects` then adds each team's templates and its claims RoleBinding,
     which waits for the guards as well.
     """
 
