@@ -146,11 +146,11 @@ class Platform(pulumi.ComponentResource):
         guards: list[pulumi.Resource] = list(admission.objects)
         #     Elastic quotas (components/queueing/queues.py): Kueue, its flavors and ClusterQueues, and
         #     the policies that send GPU workloads through the team queues.
-        queues = Queues(f"{name}-queues", cfg, cluster_opts) if cfg.queues.elastic else None
+        queues = Queues(f"{name}-queues", platform_args.queues(cfg), cluster_opts) if cfg.queues.elastic else None
         if queues is not None:
             guards.extend(queues.guards)
         #     DRA model: per-profile MIG classes and the claim guards.
-        dra_tenancy = DraTenancy(f"{name}-dra", cfg, cluster_opts) if dra.uses_dra(cfg) else None
+        dra_tenancy = DraTenancy(f"{name}-dra", platform_args.dra(cfg), cluster_opts) if dra.uses_dra(cfg) else None
         if dra_tenancy is not None:
             guards.extend(dra_tenancy.guards)
         teams = Teams(
@@ -172,14 +172,16 @@ class Platform(pulumi.ComponentResource):
         #     scrape, once the Prometheus stack's CRDs are read (their absence stops the run before any
         #     monitoring object); after Kueue's namespace, where its ServiceMonitor and token live.
         if cfg.observability.enabled:
-            Observability(f"{name}-observability", cfg, cluster_opts, after=after_teams)
+            Observability(
+                f"{name}-observability", platform_args.observability(cfg, kueue_after=tuple(after_teams)), cluster_opts
+            )
         # 11. Verification workloads, last: they prove everything above. The Jobs run in the team
         #     namespaces, under their quotas, admission policies and with their NADs.
-        verification = Verification(
-            f"{name}-verification",
-            cfg,
-            pulumi.ResourceOptions.merge(cluster_opts, pulumi.ResourceOptions(depends_on=after_teams)),
-        )
+        #     Registered last, with no depends_on: Verification forwards its depends_on to every child,
+        #     and its Jobs never waited for the teams (the SDK did not pass the component's depends_on
+        #     on; tests/urns records each resource's dependencies). Ordering them after the teams is a
+        #     dependency change of its own, not part of giving the component its arguments (issue #33).
+        verification = Verification(f"{name}-verification", platform_args.verification(cfg), cluster_opts)
         if verification.jobs:
             self.exports["verificationJobs"] = verification.jobs
 

@@ -12,17 +12,23 @@ from __future__ import annotations
 
 import pulumi
 
+from components.dra.tenancy import DraTeam, DraTenancyArgs
 from components.fabric.ib_node_config import IbNodeConfigArgs
-from components.model import charts, dra, hami
+from components.model import charts, elastic, hami
+from components.model import dra as dra_model
 from components.model.capacity import sharing_groups, sriov_partitions
 from components.model.config import StackConfig
-from components.model.elastic import unowned_pools
 from components.model.queues import effective_integrations
 from components.model.teams import Team
+from components.observability.component import ObservabilityArgs
+from components.observability.groups import platform_groups, team_groups
 from components.operators.gpu_operator import GpuGroup, GpuOperatorArgs, driver_enabled
 from components.operators.network_operator import DEFAULT_CNI_NETWORK_DIRECTORY, NetworkOperatorArgs
 from components.operators.nic_cluster_policy import NicClusterPolicyArgs
 from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePluginArgs
+from components.proofs import burn_in, isolation, targets
+from components.proofs.verification import VerificationArgs
+from components.queueing.queues import Flavor, QueuesArgs, TeamQueue
 from components.tenancy.admission import AdmissionArgs
 from components.tenancy.networks import partition_networks, pool_taints
 from components.tenancy.quotas import quota_hard
@@ -112,7 +118,7 @@ def admission(cfg: StackConfig) -> AdmissionArgs:
     settings = hami.settings(cfg) if hami.uses_hami(cfg) else None
     return AdmissionArgs(
         partitions=cfg.onprem is not None,
-        node_pools=tuple(unowned_pools(cfg)) if cfg.aks is not None else None,
+        node_pools=tuple(elastic.unowned_pools(cfg)) if cfg.aks is not None else None,
         hami_core_policy=settings.core_policy if settings is not None else None,
     )
 
@@ -123,7 +129,7 @@ def team(cfg: StackConfig, t: Team) -> TeamArgs:
     return TeamArgs(
         team=t,
         quota=quota_hard(cfg, t),
-        namespace_labels={**dra.namespace_labels(cfg, t), **hami.namespace_labels(cfg, t)},
+        namespace_labels={**dra_model.namespace_labels(cfg, t), **hami.namespace_labels(cfg, t)},
         pool_taints=pool_taints(cfg, t),
     )
 
@@ -143,4 +149,70 @@ def teams(
         queue_integrations=effective_integrations(cfg.queues) if cfg.queues.elastic else None,
         objects_after=objects_after,
         guards=guards,
+    )
+
+
+def queues(cfg: StackConfig) -> QueuesArgs:
+    """Kueue and the team queues: ``gpuaas:queues``; a flavor per node group or ND pool (its taints on
+    AKS); per team its cohort and the amounts :mod:`components.model.elastic` computes over the whole
+    cluster; what HAMi and DRA make Kueue count; ClusterQueue metrics with ``observability``."""
+    aks = cfg.aks
+    return QueuesArgs(
+        queues=cfg.queues,
+        versions=cfg.versions,
+        chart=chart_source(cfg, charts.KUEUE),
+        flavors=tuple(
+            Flavor(name, aks_pool=True, taints=tuple(aks.pools_by_name[name].taints))
+            if aks is not None
+            else Flavor(name)
+            for _where, name, _sharing, _model in sharing_groups(cfg)
+        ),
+        teams=tuple(
+            TeamQueue(team.name, team.ns, elastic.cohort(cfg, team), elastic.team_lines(cfg, team))
+            for team in cfg.teams
+        ),
+        cluster_queue_metrics=cfg.observability.enabled,
+        excluded_resource_prefixes=tuple(hami.kueue_excluded_prefixes(cfg)),
+        transformations=tuple(hami.kueue_transformations(cfg)),
+        device_class_mappings=tuple(dra_model.kueue_device_class_mappings(cfg)),
+    )
+
+
+def observability(cfg: StackConfig, *, kueue_after: tuple[pulumi.Resource, ...] = ()) -> ObservabilityArgs:
+    """Monitoring: ``gpuaas:observability``; the rule groups computed over the fleet and the teams; Kueue's
+    namespace with elastic queues (``kueue_after`` handed through unchanged)."""
+    return ObservabilityArgs(
+        observability=cfg.observability,
+        team_groups=team_groups(cfg),
+        groups=platform_groups(cfg),
+        kueue_namespace=cfg.queues.namespace if cfg.queues.elastic else None,
+        kueue_after=kueue_after,
+    )
+
+
+def dra(cfg: StackConfig) -> DraTenancyArgs:
+    """The DRA model: the MIG profiles the node groups offer; per team the classes it may claim (its quota's,
+    and with elastic quotas what it may borrow) and its groups; on AKS the pool guard and the unowned pools."""
+    return DraTenancyArgs(
+        mig_profiles=tuple(dra_model.offered_mig_profiles(cfg)),
+        node_pools=cfg.aks is not None,
+        unowned_pools=tuple(elastic.unowned_pools(cfg)),
+        teams=tuple(
+            DraTeam(team.name, team.ns, tuple(dra_model.claimable(cfg, team)), tuple(team.groups)) for team in cfg.teams
+        ),
+    )
+
+
+def verification(cfg: StackConfig) -> VerificationArgs:
+    """The proofs: ``gpuaas:verification`` and the images; where they run, paired over the whole stack (verify
+    teams' partitions and AKS pools, the isolation probes, the node groups a burn-in fits on)."""
+    found = tuple(targets.targets(cfg))
+    return VerificationArgs(
+        verification=cfg.verification,
+        versions=cfg.versions,
+        targets=found,
+        probes=tuple(isolation.isolation_probes(cfg)),
+        burn_in_groups=(
+            {t.key: tuple(burn_in.burn_in_groups(cfg, t)) for t in found} if cfg.verification.burn_in.enabled else {}
+        ),
     )

@@ -35,14 +35,14 @@ def template_name(device_class: str) -> str:
     return TEMPLATE_PREFIX + device_class.removesuffix(f".{CLASS_DOMAIN}")
 
 
-def claim_template(team: Team, device_class: str) -> Manifest:
+def claim_template(namespace: str, device_class: str) -> Manifest:
     """A ResourceClaimTemplate for one device of ``device_class``: a pod names it under
     ``spec.resourceClaims[].resourceClaimTemplateName`` and gets a claim of its own."""
     request = "gpu" if device_class == GPU_CLASS else "mig"
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
-        "metadata": {"name": template_name(device_class), "namespace": team.ns, "labels": dict(PART_OF)},
+        "metadata": {"name": template_name(device_class), "namespace": namespace, "labels": dict(PART_OF)},
         "spec": {
             "spec": {
                 "devices": {
@@ -60,7 +60,12 @@ def claim_template(team: Team, device_class: str) -> Manifest:
 
 def claim_templates(cfg: StackConfig, team: Team) -> dict[str, Manifest]:
     """The team's templates by name: one per class it may claim (:func:`components.model.dra.claimable`)."""
-    return {template_name(c): claim_template(team, c) for c in dra.claimable(cfg, team)}
+    return templates(team.ns, tuple(dra.claimable(cfg, team)))
+
+
+def templates(namespace: str, classes: tuple[str, ...]) -> dict[str, Manifest]:
+    """The templates of a namespace by name, one per device class in ``classes``."""
+    return {template_name(c): claim_template(namespace, c) for c in classes}
 
 
 def claimable(cfg: StackConfig, team: Team) -> str:

@@ -33,7 +33,8 @@ team's ND pool (its InfiniBand partition), named by the namespace's ``gpuaas.io/
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import pulumi
@@ -42,11 +43,38 @@ from components import k8s as kube
 from components.dra import claims
 from components.k8s import Manifest
 from components.model import dra
-from components.model.config import StackConfig
-from components.model.elastic import unowned_pools
-from components.model.teams import Team
 from components.tenancy import admission, policy
 from components.tenancy.labels import AKS_POOL_LABEL, PART_OF
+
+
+@dataclass(frozen=True)
+class DraTeam:
+    """One team's part of the DRA model: what it may claim and who may create claims."""
+
+    name: str
+    """The team's name (its objects' logical names, :meth:`DraTenancy.add_team_objects`' namespaces key)."""
+    namespace: str
+    """The team namespace, where its claim templates and claims RoleBinding live."""
+    classes: tuple[str, ...] = ()
+    """The device classes it may claim, a ResourceClaimTemplate each (:func:`components.model.dra.claimable`)."""
+    groups: tuple[str, ...] = ()
+    """The groups bound to :data:`ROLE` in its namespace (none: no RoleBinding)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DraTenancyArgs:
+    """Arguments of :class:`DraTenancy`. Ordering: ``opts.depends_on``, forwarded to every child."""
+
+    mig_profiles: tuple[str, ...] = ()
+    """The MIG profiles offered (static layouts, or dynamic MIG's per GPU model): a DeviceClass each."""
+    node_pools: bool = False
+    """AKS: claim pods must select their team's ND pool (the ``gpuaas-team-dra-node-pool`` guard);
+    off on-prem, where a team's partition is its VF pool, not a node pool."""
+    unowned_pools: tuple[str, ...] = ()
+    """With ``node_pools``: the ND pools no team's partition owns, where teams without one run."""
+    teams: tuple[DraTeam, ...] = ()
+    """The teams, in team order."""
+
 
 CLAIMS_POLICY: Final = "gpuaas-team-claims"
 POOL_POLICY: Final = "gpuaas-team-dra-node-pool"
@@ -122,7 +150,7 @@ SELECTS_POOL: Final = admission.SELECTS_POOL
 SELECTS_UNOWNED: Final = admission.SELECTS_UNOWNED
 
 
-def pool_policy(cfg: StackConfig) -> Manifest:
+def pool_policy(unowned: Sequence[str]) -> Manifest:
     """AKS: pods of a team that claim DRA devices must select the team's ND pool; a team without a
     partition, one of the pools no team owns (as :func:`components.tenancy.admission.pool_policy`)."""
     return policy.policy(
@@ -134,14 +162,16 @@ def pool_policy(cfg: StackConfig) -> Manifest:
                 "expression": "has(object.spec.resourceClaims) && object.spec.resourceClaims.size() > 0",
             },
             {"name": "pool", "expression": admission.POOL_VAR},
-            admission.unowned_pools_var(cfg),
+            # The pools no team's partition owns, as data in the policy (a CEL list literal, as the
+            # pod pool guard's components/tenancy/admission.py ``unowned_pools_var``).
+            {"name": "unownedPools", "expression": "[" + ", ".join(f"'{p}'" for p in unowned) + "]"},
         ],
         validations=[
             {
                 "expression": (f"!variables.claims || (variables.pool == '' ? ({SELECTS_UNOWNED}) : ({SELECTS_POOL}))"),
                 "messageExpression": (
                     "variables.pool == '' ? 'pods of a team without a partition that claim GPUs select a pool no "
-                    f"team owns with nodeSelector {AKS_POOL_LABEL} ({', '.join(unowned_pools(cfg)) or 'none'})' : "
+                    f"team owns with nodeSelector {AKS_POOL_LABEL} ({', '.join(unowned) or 'none'})' : "
                     "'pods of this team that claim GPUs run on its InfiniBand pool: select it with nodeSelector "
                     f"{AKS_POOL_LABEL}=' + variables.pool"
                 ),
@@ -173,13 +203,14 @@ def cluster_role() -> Manifest:
     }
 
 
-def role_binding(team: Team) -> Manifest | None:
+def role_binding(team: DraTeam) -> Manifest | None:
+    """The team's groups bound to :data:`ROLE` in its namespace; ``None`` without groups."""
     if not team.groups:
         return None
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": ROLE, "namespace": team.ns, "labels": dict(PART_OF)},
+        "metadata": {"name": ROLE, "namespace": team.namespace, "labels": dict(PART_OF)},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE},
         "subjects": [
             {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g} for g in sorted(team.groups)
@@ -187,20 +218,20 @@ def role_binding(team: Team) -> Manifest | None:
     }
 
 
-def cluster_objects(cfg: StackConfig) -> dict[str, Manifest]:
+def cluster_objects(args: DraTenancyArgs) -> dict[str, Manifest]:
     """Cluster-scoped DRA objects by role: MIG classes, the role, the policies and bindings."""
-    out: dict[str, Manifest] = {
-        f"class-{p.replace('+', '.')}": claims.mig_device_class(p) for p in dra.offered_mig_profiles(cfg)
-    }
+    out: dict[str, Manifest] = {f"class-{p.replace('+', '.')}": claims.mig_device_class(p) for p in args.mig_profiles}
     out.update({"role": cluster_role(), "claims-policy": claims_policy(), "claims-binding": claims_binding()})
-    if cfg.aks is not None:
-        out.update({"pool-policy": pool_policy(cfg), "pool-binding": pool_binding()})
+    if args.node_pools:
+        out.update({"pool-policy": pool_policy(args.unowned_pools), "pool-binding": pool_binding()})
     return out
 
 
-def team_objects(cfg: StackConfig, team: Team) -> dict[str, Manifest]:
+def team_objects(team: DraTeam) -> dict[str, Manifest]:
     """One team's DRA objects by role (the suffix of its logical name)."""
-    out: dict[str, Manifest] = {f"template-{name}": t for name, t in claims.claim_templates(cfg, team).items()}
+    out: dict[str, Manifest] = {
+        f"template-{name}": t for name, t in claims.templates(team.namespace, team.classes).items()
+    }
     binding = role_binding(team)
     if binding is not None:
         out["rolebinding"] = binding
@@ -213,25 +244,18 @@ class DraTenancy(pulumi.ComponentResource):
     Two steps around the team namespaces: the constructor registers the cluster-scoped classes,
     role and guards (``guards``: the policies and bindings), which the team quotas — whose device
     entries let a team claim GPUs — and RoleBindings wait for, so no claim is ever admitted
-    unguarded; :meth:`team_objects` then adds each team's templates and its claims RoleBinding,
+    unguarded; :meth:`add_team_objects` then adds each team's templates and its claims RoleBinding,
     which waits for the guards as well.
     """
 
     guards: list[pulumi.CustomResource]
 
-    def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        depends_on: list[pulumi.Resource] | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: DraTenancyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:DraTenancy", name, None, opts)
-        self._name, self._cfg = name, cfg
-        after = list(depends_on or [])
+        self._name, self._args = name, args
+        after = self._after = kube.depends_on(opts)
         self._created: dict[str, pulumi.CustomResource] = {}
-        objects = cluster_objects(cfg)
+        objects = cluster_objects(args)
         for role, manifest in objects.items():
             if not role.endswith("-binding"):
                 self._created[role] = kube.apply(f"{name}-{role}", manifest, kube.child(self, after))
@@ -242,11 +266,12 @@ class DraTenancy(pulumi.ComponentResource):
                 self.guards.append(kube.apply(f"{name}-{role}", manifest, kube.child(self, [guard, *after])))
 
     def add_team_objects(self, namespaces: Mapping[str, pulumi.Resource]) -> None:
-        """Each team's claim templates and claims RoleBinding (after its namespace; the binding after the guards)."""
-        for team in self._cfg.teams:
+        """Each team's claim templates and claims RoleBinding (after its namespace, ``namespaces[team]``;
+        the binding after the guards)."""
+        for team in self._args.teams:
             ns = namespaces[team.name]
-            for role, manifest in team_objects(self._cfg, team).items():
+            for role, manifest in team_objects(team).items():
                 deps = [ns, self._created["role"], *self.guards] if role == "rolebinding" else [ns]
-                kube.apply(f"{self._name}-{team.name}-{role}", manifest, kube.child(self, deps))
-        policies = [CLAIMS_POLICY] + ([POOL_POLICY] if self._cfg.aks is not None else [])
+                kube.apply(f"{self._name}-{team.name}-{role}", manifest, kube.child(self, [*deps, *self._after]))
+        policies = [CLAIMS_POLICY] + ([POOL_POLICY] if self._args.node_pools else [])
         self.register_outputs({"policies": policies})

@@ -17,7 +17,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
 from components.k8s import Manifest
-from components.model.config import StackConfig
+from components.model.observability import Observability
 from components.model.resources import PART_OF
 from components.observability import rules as r
 from components.observability.promql import NOT_FOLLOWER
@@ -59,11 +59,12 @@ def _base(title: str, uid: str) -> dashboard.Dashboard:
     )
 
 
-def idle_expr(cfg: StackConfig) -> str:
-    return f"{r.DEVICE_UTIL_5M} < {cfg.observability.idle.threshold_percent / 100!r}"
+def idle_expr(o: Observability) -> str:
+    """Allocated GPUs under ``observability.idle.thresholdPercent`` (5-minute average)."""
+    return f"{r.DEVICE_UTIL_5M} < {o.idle.threshold_percent / 100!r}"
 
 
-def platform_dashboard(cfg: StackConfig) -> dict[str, Any]:
+def platform_dashboard(o: Observability, *, queues: bool) -> dict[str, Any]:
     """The fleet: allocated and used GPU-equivalents per node group, idle GPUs, borrowing in the cohort."""
     capacity = f"sum by (node_group) ({r.KIND_CAPACITY} * on (node_group, resource) group_left () {r.KIND_WEIGHT})"
     b = (
@@ -71,7 +72,7 @@ def platform_dashboard(cfg: StackConfig) -> dict[str, Any]:
         .with_row(dashboard.Row("Fleet"))
         .with_panel(_stat("GPUs allocated", "short", f"sum({r.TEAM_ALLOCATED})"))
         .with_panel(_stat("GPUs used", "short", f"sum({r.TEAM_USED})"))
-        .with_panel(_stat("Allocated GPUs idle", "short", f"count({idle_expr(cfg)}) or vector(0)"))
+        .with_panel(_stat("Allocated GPUs idle", "short", f"count({idle_expr(o)}) or vector(0)"))
         .with_row(dashboard.Row("Per node group (Kueue flavor)"))
         .with_panel(
             _series(
@@ -90,7 +91,7 @@ def platform_dashboard(cfg: StackConfig) -> dict[str, Any]:
             )
         )
         .with_row(dashboard.Row("Idle GPUs"))
-        .with_panel(_table("Allocated GPUs under the idle threshold (5 min average)", idle_expr(cfg)))
+        .with_panel(_table("Allocated GPUs under the idle threshold (5 min average)", idle_expr(o)))
         .with_panel(
             _series(
                 "GPU-hours of the last day",
@@ -101,7 +102,7 @@ def platform_dashboard(cfg: StackConfig) -> dict[str, Any]:
             )
         )
     )
-    if cfg.queues.elastic:  # Kueue's borrowing exists only with elastic queues
+    if queues:  # Kueue's borrowing exists only with elastic queues
         b = (
             b.with_row(dashboard.Row("Borrowing in the cohort"))
             .with_panel(_series("Borrowed", "short", (r.TEAM_BORROWED, "{{team}} / {{node_group}}")))
@@ -110,8 +111,8 @@ def platform_dashboard(cfg: StackConfig) -> dict[str, Any]:
     return _encode(b)
 
 
-def team_dashboard(cfg: StackConfig) -> dict[str, Any]:
-    """One team (variable ``team``): its share, its use, its pending work."""
+def team_dashboard(o: Observability, *, queues: bool) -> dict[str, Any]:
+    """One team (variable ``team``): its share, its use, its pending work; ``queues``: Kueue's too."""
     team_var = (
         dashboard.QueryVariable("team").label("Team").query(f"label_values({r.TEAM_INFO}, team)").datasource(DATASOURCE)
     )
@@ -143,14 +144,10 @@ def team_dashboard(cfg: StackConfig) -> dict[str, Any]:
             )
         )
         .with_panel(_series("GPU memory used", "bytes", (f"{r.TEAM_MEMORY}{sel}", "{{node_group}}")))
-        .with_panel(
-            _table(
-                "Idle GPUs of the team", f"{r.DEVICE_UTIL_5M}{sel} < {cfg.observability.idle.threshold_percent / 100!r}"
-            )
-        )
+        .with_panel(_table("Idle GPUs of the team", f"{r.DEVICE_UTIL_5M}{sel} < {o.idle.threshold_percent / 100!r}"))
     )
     hours = [(f"sum({r.TEAM_HOURS_ALLOCATED}{sel})", "allocated"), (f"sum({r.TEAM_HOURS_USED}{sel})", "used")]
-    if cfg.queues.elastic:  # the share Kueue guarantees, what it lends and borrows, the work it holds
+    if queues:  # the share Kueue guarantees, what it lends and borrows, the work it holds
         hours += [(f"sum({r.TEAM_HOURS_BORROWED}{sel})", "borrowed"), (f"sum({r.TEAM_HOURS_LENT}{sel})", "lent")]
         b = (
             b.with_row(dashboard.Row("Borrowing and pending work"))
@@ -174,21 +171,22 @@ def _encode(b: dashboard.Dashboard) -> dict[str, Any]:
     return out
 
 
-def dashboards(cfg: StackConfig) -> dict[str, dict[str, Any]]:
-    """Role → dashboard JSON."""
-    return {"platform": platform_dashboard(cfg), "team": team_dashboard(cfg)}
+def dashboards(o: Observability, *, queues: bool) -> dict[str, dict[str, Any]]:
+    """Role → dashboard JSON; ``queues``: elastic queues (Kueue's borrowing and pending work shown)."""
+    return {"platform": platform_dashboard(o, queues=queues), "team": team_dashboard(o, queues=queues)}
 
 
-def dashboard_configmaps(cfg: StackConfig) -> dict[str, Manifest]:
-    g = cfg.observability.grafana
+def dashboard_configmaps(o: Observability, *, queues: bool) -> dict[str, Manifest]:
+    """Role → the ConfigMap Grafana's sidecar loads one dashboard from (its label)."""
+    g = o.grafana
     out: dict[str, Manifest] = {}
-    for role, board in dashboards(cfg).items():
+    for role, board in dashboards(o, queues=queues).items():
         out[f"dashboard-{role}"] = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
                 "name": f"gpuaas-dashboard-{role}",
-                "namespace": cfg.observability.dashboards_namespace,
+                "namespace": o.dashboards_namespace,
                 "labels": {**PART_OF, g.label: g.label_value},
             },
             "data": {f"gpuaas-{role}.json": json.dumps(board, indent=1, sort_keys=True)},

@@ -14,7 +14,17 @@ from components.observability.rules import allocation_group, fleet_group, queue_
 
 def rule_groups(cfg: StackConfig) -> dict[str, Group]:
     """Every rule group by the role of the PrometheusRule holding it (a team's, then the shared ones)."""
-    out = {f"team-{t.name}": team_group(cfg, t.name) for t in cfg.teams}
+    return {**{f"team-{name}": g for name, g in team_groups(cfg).items()}, **platform_groups(cfg)}
+
+
+def team_groups(cfg: StackConfig) -> dict[str, Group]:
+    """Team name → the team's own rule group, in team order."""
+    return {t.name: team_group(cfg, t.name) for t in cfg.teams}
+
+
+def platform_groups(cfg: StackConfig) -> dict[str, Group]:
+    """Role → the shared rule groups, in evaluation order (dcgm before its readers, the alerts last)."""
+    out: dict[str, Group] = {}
     out["fleet"] = fleet_group(cfg)
     out["dcgm"] = dcgm_group(cfg)
     out["allocation"] = allocation_group(cfg)

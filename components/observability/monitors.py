@@ -18,12 +18,13 @@ endpoint authenticates, and it can read ``/metrics`` only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from components.k8s import Manifest
-from components.model.config import StackConfig
+from components.model.observability import Observability
 from components.model.resources import PART_OF, TEAM_LABEL
-from components.observability.groups import rule_groups
+from components.observability.promql import Group
 
 MONITORING: Final = "monitoring.coreos.com/v1"
 SCRAPER: Final = "gpuaas-metrics-scraper"
@@ -47,18 +48,21 @@ def _meta(name: str, namespace: str | None, labels: dict[str, str] | None = None
     return meta
 
 
-def prometheus_rules(cfg: StackConfig) -> dict[str, Manifest]:
-    """Role → PrometheusRule, one group each (a team's own object: adding a team changes no other).
+def prometheus_rules(
+    o: Observability, team_groups: Mapping[str, Group], groups: Mapping[str, Group]
+) -> dict[str, Manifest]:
+    """Role → PrometheusRule, one group each (a team's own object: adding a team changes no other):
+    ``team-<name>`` for each of ``team_groups`` (team name → group), then ``groups`` by their role.
 
     A team's carries the team label too, so that the plan index and a diff name its team."""
-    o = cfg.observability
     routing = dict(o.alert_labels)
-    teams = {f"team-{t.name}": t.name for t in cfg.teams}
     out: dict[str, Manifest] = {}
-    for role, group in rule_groups(cfg).items():
+    every: list[tuple[str, str | None, Group]] = [(f"team-{name}", name, g) for name, g in team_groups.items()]
+    every += [(role, None, g) for role, g in groups.items()]
+    for role, team, group in every:
         labels = dict(o.prometheus.rule_labels)
-        if role in teams:
-            labels[TEAM_LABEL] = teams[role]
+        if team is not None:
+            labels[TEAM_LABEL] = team
         out[role] = {
             "apiVersion": MONITORING,
             "kind": "PrometheusRule",
@@ -68,10 +72,9 @@ def prometheus_rules(cfg: StackConfig) -> dict[str, Manifest]:
     return out
 
 
-def kueue_scrape_objects(cfg: StackConfig) -> dict[str, Manifest]:
-    """Role → object of Kueue's scrape: the token's ServiceAccount and Secret, its RBAC, the ServiceMonitor."""
-    ns = cfg.queues.namespace
-    o = cfg.observability
+def kueue_scrape_objects(o: Observability, ns: str) -> dict[str, Manifest]:
+    """Role → object of Kueue's scrape (Kueue in namespace ``ns``): the token's ServiceAccount and
+    Secret, its RBAC, the ServiceMonitor."""
     return {
         "scraper": {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(SCRAPER, ns)},
         "scraper-token": {

@@ -157,9 +157,10 @@ def observability_lines(cfg: StackConfig) -> list[str]:
     groups = list(rule_groups(cfg).values())
     records = sorted({r.record for g in groups for r in g.rules if isinstance(r, Recording)})
     alerts = [r for g in groups for r in g.rules if isinstance(r, Alert)]
+    boards = ", ".join(sorted(dashboards(o, queues=cfg.queues.elastic)))
     out.append(
         f"  {len(records)} recorded series, every {o.evaluation_interval}; dashboards: "
-        f"{', '.join(sorted(dashboards(cfg)))} (ConfigMaps in {o.dashboards_namespace!r})"
+        f"{boards} (ConfigMaps in {o.dashboards_namespace!r})"
     )
     out += table(["alert", "for", "severity"], [[a.alert, a.for_, a.severity] for a in alerts])
     out += table(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from components.k8s import Manifest
@@ -11,12 +12,12 @@ from components.model.resources import AKS_POOL_LABEL, GPU, NODE_GROUP_LABEL
 from components.proofs import pods
 from components.proofs.nccl import RENDEZVOUS_PORT, nccl_job
 from components.proofs.scripts import scripts_hash
-from components.proofs.targets import Target
+from components.proofs.targets import ProofConfig, Target
 
 BURN_IN_PRIORITY_CLASS: Final = "gpuaas-burn-in"
 
 
-def burn_in_priority_class(cfg: StackConfig) -> Manifest:
+def burn_in_priority_class(cfg: ProofConfig) -> Manifest:
     """Below every team pod (pods without a class have priority 0), never preempting anything itself:
     any team workload that needs the GPUs evicts a running burn-in (Kubernetes docs, "Pod Priority and
     Preemption"; ``preemptionPolicy: Never`` keeps it from evicting others)."""
@@ -73,7 +74,7 @@ def burn_in_service(t: Target, group: str) -> Manifest:
     }
 
 
-def burn_in_cron_job(cfg: StackConfig, t: Target, group: str, label: str, value: str, digest: str) -> Manifest:
+def burn_in_cron_job(cfg: ProofConfig, t: Target, group: str, label: str, value: str, digest: str) -> Manifest:
     """The NCCL Job of :func:`nccl_job` as a CronJob on one node group, at the burn-in priority.
 
     A CronJob's Jobs are named ``<cronjob>-<time>``, so rank 0's address comes from the Job-name label
@@ -113,13 +114,16 @@ def burn_in_cron_job(cfg: StackConfig, t: Target, group: str, label: str, value:
     }
 
 
-def burn_in_manifests(cfg: StackConfig, t: Target, bench_source: str) -> dict[str, Manifest]:
-    """A target's burn-in objects by role (``burn-in-<group>-service``, ``burn-in-<group>``); none when off."""
+def burn_in_manifests(
+    cfg: ProofConfig, t: Target, bench_source: str, groups: Sequence[tuple[str, str, str]]
+) -> dict[str, Manifest]:
+    """A target's burn-in objects by role (``burn-in-<group>-service``, ``burn-in-<group>``) on ``groups``
+    (:func:`burn_in_groups`); none when off."""
     if not cfg.verification.burn_in.enabled:
         return {}
     digest = scripts_hash(bench_source)
     out: dict[str, Manifest] = {}
-    for group, label, value in burn_in_groups(cfg, t):
+    for group, label, value in groups:
         out[f"burn-in-{group}-service"] = burn_in_service(t, group)
         out[f"burn-in-{group}"] = burn_in_cron_job(cfg, t, group, label, value, digest)
     return out

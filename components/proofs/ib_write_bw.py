@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Final
 
 from components.k8s import Manifest
-from components.model.config import StackConfig
 from components.proofs import pods
 from components.proofs.pods import SCRIPTS_DIR
-from components.proofs.targets import Target, ib_min_gbps, perftest_image
+from components.proofs.targets import ProofConfig, Target, ib_min_gbps, perftest_image
 
 #: perftest's default out-of-band TCP port (perftest README, ``-p``).
 PERFTEST_PORT: Final = 18515
@@ -52,7 +51,7 @@ printf 'IB_WRITE_BW_RESULT {{"device": "%s", "bw_average_gbps": %s, "min_gbps": 
 """
 
 
-def ib_server_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
+def ib_server_job(cfg: ProofConfig, t: Target, digest: str) -> Manifest:
     pod = pods.pod_spec(
         t,
         pair="ib",
@@ -83,7 +82,7 @@ def ib_service(t: Target) -> Manifest:
     }
 
 
-def ib_client_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
+def ib_client_job(cfg: ProofConfig, t: Target, digest: str) -> Manifest:
     env = [
         {"name": "IB_SERVER", "value": pods.object_name(t, "ib-server")},
         {"name": "IB_MIN_GBPS", "value": f"{ib_min_gbps(cfg, t):g}"},

@@ -13,7 +13,7 @@ from components.proofs import pods
 from components.proofs.ib_write_bw import PERFTEST_PORT
 from components.proofs.pods import SKIP_AWAIT, network_annotation
 from components.proofs.scripts import RDMA_DEVICE_SH
-from components.proofs.targets import POOL_NAMESPACE, Target, every_target, perftest_image, targets
+from components.proofs.targets import POOL_NAMESPACE, ProofConfig, Target, every_target, perftest_image, targets
 
 # A P_Key is checked by the receiving port: a packet whose BTH P_Key is not in the port's table is
 # dropped and counted as a P_Key violation (InfiniBand Architecture Specification vol. 1, 10.9.3,
@@ -173,7 +173,7 @@ def _probe_labels(p: Probe, t: Target, role: str) -> dict[str, str]:
     }
 
 
-def _probe_job(cfg: StackConfig, p: Probe, role: str) -> Manifest:
+def _probe_job(cfg: ProofConfig, p: Probe, role: str) -> Manifest:
     t = p.client if role == "client" else p.server
     names = _probe_names(p)
     env = [{"name": "ISO_CLIENT", "value": p.client.key}, {"name": "ISO_TARGET", "value": p.server.key}]
@@ -241,7 +241,7 @@ def _probe_service(p: Probe) -> Manifest:
     }
 
 
-def probe_manifests(cfg: StackConfig, p: Probe) -> dict[str, Manifest]:
+def probe_manifests(cfg: ProofConfig, p: Probe) -> dict[str, Manifest]:
     """One probe's objects by role, in apply order."""
     return {
         "service": _probe_service(p),

@@ -6,12 +6,10 @@ from typing import Final
 
 from components.dra import claims
 from components.k8s import Manifest
-from components.model import dra
-from components.model.config import StackConfig
 from components.model.resources import GPU
 from components.proofs import pods
 from components.proofs.pods import SCRIPTS_DIR
-from components.proofs.targets import Target, nccl_min_busbw_gbytes, pytorch_image
+from components.proofs.targets import ProofConfig, Target, nccl_min_busbw_gbytes, pytorch_image
 
 #: torch.distributed rendezvous ports, one per NCCL run so that no run waits on a closing socket.
 RENDEZVOUS_PORT: Final = 29500
@@ -80,7 +78,7 @@ def nccl_service(t: Target) -> Manifest:
     }
 
 
-def nccl_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
+def nccl_job(cfg: ProofConfig, t: Target, digest: str) -> Manifest:
     name = pods.object_name(t, "nccl")
     env = [
         {"name": "WORLD_SIZE", "value": "2"},
@@ -105,6 +103,6 @@ def nccl_job(cfg: StackConfig, t: Target, digest: str) -> Manifest:
         memory="32Gi",
         subdomain=name,
     )
-    if dra.uses_dra(cfg):
+    if t.gpu_claims:
         pod = claims.gpus_as_claims(pod)  # the GPU through the team's gpuaas-gpu claim template
     return pods.job(t, "nccl", pod, "nccl", digest, indexed=2)

@@ -3,17 +3,38 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Final, Protocol
 
 from components import k8s as kube
-from components.model import resources
+from components.model import dra, resources
 from components.model.catalog import ND_SKUS
 from components.model.config import StackConfig
 from components.model.platform import GpuPool
 from components.model.resources import rdma_shared_resource, sriov_resource
 from components.model.teams import AksPartition, OnPremPartition, Team
+from components.model.verification import Verification
+from components.model.versions import Versions
 from components.queueing.queues import local_queue_name
 from components.tenancy.networks import proof_network
+
+
+class ProofConfig(Protocol):
+    """What the proofs' renderers read: the pass marks and burn-in settings, and the images.
+
+    A :class:`~components.model.config.StackConfig` is one (the offline tools and tests pass theirs), and so
+    is :class:`components.proofs.verification.VerificationArgs`, which carries these two sections alone.
+    """
+
+    @property
+    def verification(self) -> Verification:
+        """``gpuaas:verification``: the pass marks, the burn-in schedule and priority."""
+        ...
+
+    @property
+    def versions(self) -> Versions:
+        """The perftest and PyTorch images."""
+        ...
+
 
 #: Namespace of the per-pool proofs (AKS, ``verification.aksPools``): pools have no team namespace.
 POOL_NAMESPACE: Final = resources.POOL_NAMESPACE
@@ -45,7 +66,7 @@ def gbits_to_gbytes(gbps: float) -> float:
     return gbps / 8
 
 
-def perftest_image(cfg: StackConfig) -> str:
+def perftest_image(cfg: ProofConfig) -> str:
     """``image@sha256:…`` where a digest pins it (with the tag kept for readers, ``image:tag@sha256:…``),
     else ``image:tag``. The rules refuse a config with neither."""
     v = cfg.versions
@@ -53,7 +74,7 @@ def perftest_image(cfg: StackConfig) -> str:
     return ref + (f"@{v.perftest_digest}" if v.perftest_digest else "")
 
 
-def pytorch_image(cfg: StackConfig) -> str:
+def pytorch_image(cfg: ProofConfig) -> str:
     return f"{cfg.versions.pytorch_image}:{cfg.versions.pytorch}"
 
 
@@ -77,6 +98,8 @@ class Target:
     tolerations: tuple[dict[str, str], ...] = field(default_factory=tuple)
     #: The team's Kueue LocalQueue with elastic quotas (its GPU Jobs must name it), else None.
     queue: str | None = None
+    #: GPUs through ResourceClaims (the DRA model: the team's ``gpuaas-gpu`` template), not the device plugin.
+    gpu_claims: bool = False
 
     @property
     def vf_env(self) -> str | None:
@@ -95,6 +118,7 @@ def _pool_target(cfg: StackConfig, key: str, namespace: str, prefix: str, pool: 
         socket_ifname="eth0",
         pool=pool.name,
         tolerations=tuple(kube.taint_toleration(t) for t in pool.taints),
+        gpu_claims=dra.uses_dra(cfg),
     )
 
 
@@ -117,6 +141,7 @@ def _team_target(cfg: StackConfig, team: Team) -> Target | None:
             rdma_resource=sriov_resource(team.partition.pkey),
             network=proof_network(cfg, team),
             socket_ifname=socket_ifname(cfg),
+            gpu_claims=dra.uses_dra(cfg),
         )
     if aks is not None and isinstance(team.partition, AksPartition):
         pool = aks.pools_by_name.get(team.partition.node_pool)
@@ -145,11 +170,11 @@ def every_target(cfg: StackConfig) -> dict[str, Target]:
     return out
 
 
-def ib_min_gbps(cfg: StackConfig, t: Target) -> float:
+def ib_min_gbps(cfg: ProofConfig, t: Target) -> float:
     """ib_write_bw pass mark in Gb/s."""
     return round(cfg.verification.ib_write_bw_min_fraction * t.link_rate_gbps, 3)
 
 
-def nccl_min_busbw_gbytes(cfg: StackConfig, t: Target) -> float:
+def nccl_min_busbw_gbytes(cfg: ProofConfig, t: Target) -> float:
     """NCCL GPUDirect busbw pass mark in GB/s (one GPU and one NIC port per pod)."""
     return round(cfg.verification.nccl_gdr_min_fraction * gbits_to_gbytes(t.link_rate_gbps), 3)

@@ -29,11 +29,17 @@ GPU nodes must not hold or fail ``pulumi up``. Read the outcome with ``workloads
 A Job is immutable, so it runs again when its pod template changes (the scripts' hash is an
 annotation of it); to run it again unchanged, ``pulumi up --replace <urn of the Job>``.
 
-Pure renderers here return manifests; :class:`Verification` only registers them.
+Pure renderers here return manifests; :class:`Verification` only registers them. Where the proofs run
+pairs teams, partitions, pools and nodes over the whole stack (:func:`components.proofs.targets.targets`,
+:func:`components.proofs.isolation.isolation_probes`, :func:`components.proofs.burn_in.burn_in_groups`):
+:class:`VerificationArgs` carries that pairing computed, as plain values, with the two sections the
+renderers read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -41,21 +47,44 @@ import pulumi
 
 from components import k8s as kube
 from components.k8s import Manifest
-from components.model.config import StackConfig
+from components.model.verification import Verification as VerificationConfig
+from components.model.versions import Versions
 from components.proofs import pods
 from components.proofs.burn_in import burn_in_manifests, burn_in_priority_class
 from components.proofs.ib_write_bw import ib_client_job, ib_server_job, ib_service
-from components.proofs.isolation import isolation_probes, probe_job_names, probe_manifests
+from components.proofs.isolation import Probe, probe_job_names, probe_manifests
 from components.proofs.nccl import nccl_job, nccl_service
 from components.proofs.pods import pool_namespace
 from components.proofs.scripts import scripts_config_map, scripts_hash
-from components.proofs.targets import POOL_NAMESPACE, Target, targets
+from components.proofs.targets import POOL_NAMESPACE, ProofConfig, Target
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_SCRIPT: Final = ROOT / "workloads" / "allreduce_bench.py"
 
 
-def manifests(cfg: StackConfig, t: Target, bench_source: str) -> dict[str, Manifest]:
+@dataclass(frozen=True, kw_only=True)
+class VerificationArgs:
+    """Arguments of :class:`Verification`. Ordering: ``opts.depends_on``, forwarded to every child.
+
+    Which teams and pools are proved, which partition each probe tries to reach and which node groups a
+    burn-in runs on are decided over the whole stack (teams, partitions, pools, nodes and their GPUs), so
+    they arrive decided: ``targets``, ``probes`` and ``burn_in_groups``. A :class:`ProofConfig`.
+    """
+
+    verification: VerificationConfig = field(default_factory=VerificationConfig)
+    """The pass marks (fractions of the link rate) and the burn-in schedule and priority (``gpuaas:verification``)."""
+    versions: Versions = field(default_factory=Versions)
+    """The perftest and PyTorch images the proofs run."""
+    targets: tuple[Target, ...] = ()
+    """Where ib_write_bw and NCCL run: each verify team's partition, then each AKS pool (``aksPools``)."""
+    probes: tuple[Probe, ...] = ()
+    """The isolation probes: a write from one target into another partition, which must fail."""
+    burn_in_groups: Mapping[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
+    """Target key → (name segment, node label, value) of each node group its burn-in runs on, with
+    ``verification.burnIn.enabled`` (:func:`components.proofs.burn_in.burn_in_groups`); none: no burn-in there."""
+
+
+def manifests(cfg: ProofConfig, t: Target, bench_source: str) -> dict[str, Manifest]:
     """One target's objects by role, in apply order (the role is the child name's last segment)."""
     digest = scripts_hash(bench_source)
     return {
@@ -79,27 +108,28 @@ class Verification(pulumi.ComponentResource):
 
     jobs: dict[str, dict[str, str]]
 
-    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: VerificationArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:Verification", name, None, opts)
         bench_source = BENCH_SCRIPT.read_text()
         self.jobs = {}
-        found = targets(cfg)
-        probes = isolation_probes(cfg)
+        after = kube.depends_on(opts)
+        found = args.targets
         namespace: list[pulumi.Resource] = []
         if any(t.namespace == POOL_NAMESPACE for t in found):
-            namespace = [kube.apply(f"{name}-namespace", pool_namespace(), kube.child(self))]
-        after = kube.child(self, namespace)
+            namespace = [kube.apply(f"{name}-namespace", pool_namespace(), kube.child(self, after))]
+        opts_after = kube.child(self, [*namespace, *after])
         for t in found:
-            for role, manifest in manifests(cfg, t, bench_source).items():
-                kube.apply(f"{name}-{t.key}-{role}", manifest, after)
+            for role, manifest in manifests(args, t, bench_source).items():
+                kube.apply(f"{name}-{t.key}-{role}", manifest, opts_after)
             self.jobs[t.key] = {check: f"{t.namespace}/{job}" for check, job in job_names(t).items()}
-        for p in probes:
-            for role, manifest in probe_manifests(cfg, p).items():
-                kube.apply(f"{name}-isolation-{p.id}-{role}", manifest, after)
+        for p in args.probes:
+            for role, manifest in probe_manifests(args, p).items():
+                kube.apply(f"{name}-isolation-{p.id}-{role}", manifest, opts_after)
             self.jobs.setdefault(p.client.key, {})[f"isolation:{p.server.key}"] = probe_job_names(p)["client"]
-        if cfg.verification.burn_in.enabled and found:
-            priority = kube.apply(f"{name}-burn-in-priority", burn_in_priority_class(cfg), kube.child(self))
+        if args.verification.burn_in.enabled and found:
+            priority = kube.apply(f"{name}-burn-in-priority", burn_in_priority_class(args), kube.child(self, after))
             for t in found:
-                for role, manifest in burn_in_manifests(cfg, t, bench_source).items():
-                    kube.apply(f"{name}-{t.key}-{role}", manifest, kube.child(self, [*namespace, priority]))
+                groups = args.burn_in_groups.get(t.key, ())
+                for role, manifest in burn_in_manifests(args, t, bench_source, groups).items():
+                    kube.apply(f"{name}-{t.key}-{role}", manifest, kube.child(self, [*namespace, priority, *after]))
         self.register_outputs({"jobs": self.jobs})

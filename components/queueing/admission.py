@@ -41,8 +41,7 @@ import re
 from typing import Final
 
 from components.k8s import Manifest
-from components.model.config import StackConfig
-from components.model.queues import effective_integrations
+from components.model.queues import Queues, effective_integrations
 from components.queueing import controllers, suspend
 from components.queueing.controllers import CONTROLLER_REFS
 from components.tenancy import policy
@@ -122,11 +121,11 @@ def _through_queue(exempt: str, queued: str) -> str:
 
 
 def queue_policy(
-    cfg: StackConfig, integration: str | None, group: str, version: str, plural: str, specs: str
+    queues: Queues, integration: str | None, group: str, version: str, plural: str, specs: str
 ) -> Manifest:
     """The policy for one workload kind (see the module docstring for its checks); ``integration``
     ``None``: a kind Kueue has no integration for (ReplicaSets)."""
-    managed = integration is not None and integration in effective_integrations(cfg.queues)
+    managed = integration is not None and integration in effective_integrations(queues)
     validations = [
         {
             "expression": "variables.queue == '' || variables.queue == variables.ownQueue",
@@ -142,8 +141,8 @@ def queue_policy(
             "reason": "Forbidden",
         },
     ]
-    if not cfg.queues.manage_jobs_without_queue_name or not managed:
-        exempt = controllers.exempt_children(cfg, plural)
+    if not queues.manage_jobs_without_queue_name or not managed:
+        exempt = controllers.exempt_children(queues, plural)
         if managed:
             expression = _through_queue(exempt, "variables.queue == variables.ownQueue")
             message = (
@@ -193,31 +192,34 @@ def queue_binding(plural: str) -> Manifest:
     return policy.binding(policy_name(plural), policy.team_namespaces())
 
 
-def covered(cfg: StackConfig) -> list[tuple[str | None, str, str, str, str]]:
+def covered(queues: Queues) -> list[tuple[str | None, str, str, str, str]]:
     """(integration, group, version, plural, specs) of every kind a queue policy covers, in order."""
-    enabled = effective_integrations(cfg.queues)
+    enabled = effective_integrations(queues)
     out: list[tuple[str | None, str, str, str, str]] = [k for k in KINDS if k[3] in ALWAYS or k[0] in enabled]
     out += [(None, "apps", "v1", plural, "[o.spec.template.spec]") for plural in APPS_KINDS]
     return out
 
 
-def queue_admission_objects(cfg: StackConfig) -> dict[str, Manifest]:
+def queue_admission_objects(queues: Queues) -> dict[str, Manifest]:
+    """:func:`guard_objects` where ``queues.elastic``, else empty."""
+    return guard_objects(queues) if queues.elastic else {}
+
+
+def guard_objects(queues: Queues) -> dict[str, Manifest]:
     """Role → object: a policy and a binding per workload kind (pods, Jobs and the apps kinds always;
     the others where ``queues.integrations`` names them), the ownerReference guard and the
-    unsuspend guard per suspendable kind. Empty unless ``queues.elastic``."""
-    if not cfg.queues.elastic:
-        return {}
+    unsuspend guard per suspendable kind."""
     out: dict[str, Manifest] = {}
-    kinds = covered(cfg)
+    kinds = covered(queues)
     for integration, group, version, plural, specs in kinds:
-        out[f"{plural}-queue-policy"] = queue_policy(cfg, integration, group, version, plural, specs)
+        out[f"{plural}-queue-policy"] = queue_policy(queues, integration, group, version, plural, specs)
         out[f"{plural}-queue-binding"] = queue_binding(plural)
-    out["owners-queue-policy"] = controllers.owners_policy(cfg, [(g, v, p) for _i, g, v, p, _s in kinds])
+    out["owners-queue-policy"] = controllers.owners_policy(queues, [(g, v, p) for _i, g, v, p, _s in kinds])
     out["owners-queue-binding"] = controllers.owners_binding()
-    enabled = effective_integrations(cfg.queues)
+    enabled = effective_integrations(queues)
     for integration in suspend.SUSPENDABLE:
         if integration in enabled:
             plural = suspend.SUSPENDABLE[integration][2]
-            out[f"{plural}-suspend-policy"] = suspend.suspend_policy(cfg, integration)
-            out[f"{plural}-suspend-binding"] = suspend.suspend_binding(cfg, integration)
+            out[f"{plural}-suspend-policy"] = suspend.suspend_policy(queues, integration)
+            out[f"{plural}-suspend-binding"] = suspend.suspend_binding(integration)
     return out

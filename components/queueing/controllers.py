@@ -28,8 +28,7 @@ from __future__ import annotations
 from typing import Final
 
 from components.k8s import Manifest
-from components.model.config import StackConfig
-from components.model.queues import BUILT_IN, effective_integrations
+from components.model.queues import BUILT_IN, Queues, effective_integrations
 from components.tenancy import policy
 
 OWNERS_POLICY: Final = "gpuaas-team-queue-owners"
@@ -87,19 +86,19 @@ OLD_CONTROLLER_REFS: Final = (
 )
 
 
-def kueue_identity(cfg: StackConfig) -> str:
+def kueue_identity(queues: Queues) -> str:
     """Kueue's manager: the chart's ServiceAccount ``<fullname>-controller-manager`` (release ``kueue``)."""
-    return f"system:serviceaccount:{cfg.queues.namespace}:kueue-controller-manager"
+    return f"system:serviceaccount:{queues.namespace}:kueue-controller-manager"
 
 
-def operators(cfg: StackConfig) -> list[str]:
+def operators(queues: Queues) -> list[str]:
     """The usernames of ``queues.controllers``, in config order."""
-    return [c.username for c in cfg.queues.controllers]
+    return [c.username for c in queues.controllers]
 
 
-def trusted(cfg: StackConfig) -> list[str]:
+def trusted(queues: Queues) -> list[str]:
     """Every identity that may create objects with a controller ownerReference in team namespaces."""
-    return [*KUBERNETES, *operators(cfg)]
+    return [*KUBERNETES, *operators(queues)]
 
 
 def cel_list(names: list[str] | tuple[str, ...]) -> str:
@@ -110,7 +109,7 @@ def _owned_by(group: str, kind: str) -> str:
     return f"variables.controllerRefs.exists(o, o.kind == '{kind}' && o.apiVersion.startsWith('{group}/'))"
 
 
-def exempt_children(cfg: StackConfig, plural: str) -> str:
+def exempt_children(queues: Queues, plural: str) -> str:
     """CEL (``''`` when none): the request creates a child of a queued workload — its controller's
     identity *and* its controller ownerReference's kind together (module docstring).
 
@@ -122,8 +121,8 @@ def exempt_children(cfg: StackConfig, plural: str) -> str:
         for who, group, kind in BUILT_IN_CHILDREN.get(plural, ())
     ]
     if plural in ("pods", "jobs"):
-        enabled = effective_integrations(cfg.queues)
-        for c in cfg.queues.controllers:
+        enabled = effective_integrations(queues)
+        for c in queues.controllers:
             kinds = [OWNER_KIND[i] for i in c.integrations if i in enabled and i not in BUILT_IN]
             if kinds:
                 owned = " || ".join(_owned_by(g, k) for g, k in kinds)
@@ -140,7 +139,7 @@ NO_FORGED_CONTROLLER: Final = (
 )
 
 
-def owners_policy(cfg: StackConfig, rules: list[tuple[str, str, str]]) -> Manifest:
+def owners_policy(queues: Queues, rules: list[tuple[str, str, str]]) -> Manifest:
     """No controller ownerReference on a team object but from a controller identity (module docstring).
 
     ``rules``: (group, version, plural) of every kind a queue guard covers. UPDATE too: a reference
@@ -154,7 +153,7 @@ def owners_policy(cfg: StackConfig, rules: list[tuple[str, str, str]]) -> Manife
         variables=[
             {"name": "controllerRefs", "expression": CONTROLLER_REFS},
             {"name": "oldControllerRefs", "expression": OLD_CONTROLLER_REFS},
-            {"name": "trusted", "expression": f"request.userInfo.username in {cel_list(trusted(cfg))}"},
+            {"name": "trusted", "expression": f"request.userInfo.username in {cel_list(trusted(queues))}"},
         ],
         validations=[
             {

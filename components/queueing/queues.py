@@ -20,11 +20,16 @@ Kueue v0.19.2 API (``kueue.x-k8s.io/v1beta2``, CRDs in shared/upstream/kueue/v0.
   ``queues.preemption``.
 * **LocalQueue** per team namespace, named after the team: what ``kueue.x-k8s.io/queue-name`` names.
 * **WorkloadPriorityClass** per ``queues.priorityClasses`` entry.
+
+:class:`Queues` takes :class:`QueuesArgs` (issue #33): Kueue's settings and the amounts the elastic
+model computed, as plain values. One piece: the arguments, the pure renderers of every Kueue object
+and the component that registers them (past 400 lines), as every component's module is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
@@ -33,16 +38,79 @@ import yaml
 
 from components import k8s as kube
 from components.k8s import Manifest
-from components.model import charts, dra, elastic, hami, resources
-from components.model.capacity import sharing_groups
-from components.model.config import StackConfig
+from components.model import charts, elastic, resources
 from components.model.elastic import ANY_NODE, Line
+from components.model.queues import Queues as QueuesConfig
 from components.model.resources import AKS_POOL_LABEL, NODE_GROUP_LABEL, PART_OF
 from components.model.teams import Team
-from components.queueing.admission import queue_admission_objects
+from components.model.versions import Versions
+from components.queueing.admission import guard_objects
 
 API: Final = "kueue.x-k8s.io/v1beta2"
 RELEASE: Final = "kueue"
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """One ResourceFlavor: a node group (on-prem) or ND pool (AKS) whose GPUs the team queues share."""
+
+    name: str
+    """The group's or pool's name: the flavor's name and its ``gpuaas.io/node-group`` node label."""
+    aks_pool: bool = False
+    """An AKS agent pool: the flavor also selects ``kubernetes.azure.com/agentpool`` (defaults to on-prem)."""
+    taints: tuple[str, ...] = ()
+    """The pool's ``nodeTaints`` (``key[=value]:Effect``), which the flavor's tolerations admit."""
+
+
+@dataclass(frozen=True)
+class TeamQueue:
+    """One team's ClusterQueue and LocalQueue, with the amounts :mod:`components.model.elastic` computed."""
+
+    name: str
+    """The team's name: its ClusterQueue's and LocalQueue's (what ``kueue.x-k8s.io/queue-name`` names)."""
+    namespace: str
+    """The team namespace, the only one the ClusterQueue serves and where its LocalQueue lives."""
+    cohort: str
+    """The cohort the queue lends to and borrows from."""
+    lines: Mapping[str, Mapping[str, Line]]
+    """Flavor → resource → nominal quota and borrowing/lending limits, in flavor order; the GPU flavors
+    first, :data:`components.model.elastic.ANY_NODE` (cpu, memory, partition resources) always present."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueuesArgs:
+    """Arguments of :class:`Queues`. Ordering: ``opts.depends_on``, forwarded to every child.
+
+    What the elastic model computes over the whole cluster (each team's share of every pool, its
+    cohort, what HAMi and DRA count) arrives as plain values here: the component renders Kueue's
+    objects from them and knows no stack config.
+    """
+
+    queues: QueuesConfig = field(default_factory=QueuesConfig)
+    """Kueue's namespace, replicas and timeouts, the managed integrations and trusted controllers, preemption
+    and priority classes (``gpuaas:queues``; its ``elastic`` switch is the caller's: whether to build this)."""
+    versions: Versions = field(default_factory=Versions)
+    """The Kueue manager image and tag."""
+    chart: charts.Source = field(
+        default_factory=lambda: charts.source(charts.Charts(), charts.chart(Versions(), charts.KUEUE))
+    )
+    """Where the kueue chart comes from, at its pinned version (defaults to the public OCI registry)."""
+    flavors: tuple[Flavor, ...] = ()
+    """The GPU flavors, in platform order (:data:`components.model.elastic.ANY_NODE` is added after them)."""
+    teams: tuple[TeamQueue, ...] = ()
+    """One queue per team, in team order."""
+    cluster_queue_metrics: bool = False
+    """Kueue exports ClusterQueue quota and usage per flavor and resource (observability on; off in Kueue)."""
+    excluded_resource_prefixes: tuple[str, ...] = ()
+    """Resource prefixes Kueue ignores beyond :data:`components.model.elastic.UNACCOUNTED_PREFIXES` (HAMi's)."""
+    transformations: tuple[Mapping[str, Any], ...] = ()
+    """Kueue ``resources.transformations`` (HAMi: memory and cores per slice count times the slices)."""
+    device_class_mappings: tuple[Mapping[str, Any], ...] = ()
+    """Kueue ``resources.deviceClassMappings`` (DRA: each DeviceClass counts as the resource the queues cover)."""
+
+    def team(self, name: str) -> TeamQueue:
+        """The queue of team ``name``."""
+        return next(t for t in self.teams if t.name == name)
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -53,16 +121,16 @@ def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
     return meta
 
 
-def resource_flavors(cfg: StackConfig) -> dict[str, Manifest]:
+def resource_flavors(args: QueuesArgs) -> dict[str, Manifest]:
     """Flavor name → ResourceFlavor, platform order, :data:`ANY_NODE` last."""
     out: dict[str, Manifest] = {}
-    aks = cfg.aks
-    for _where, name, _sharing, _model in sharing_groups(cfg):
+    for flavor in args.flavors:
+        name = flavor.name
         spec: dict[str, Any] = {"nodeLabels": {NODE_GROUP_LABEL: name}}
-        if aks is not None:
+        if flavor.aks_pool:
             spec["nodeLabels"][AKS_POOL_LABEL] = name
-        if aks is not None and aks.pools_by_name[name].taints:
-            spec["tolerations"] = [kube.taint_toleration(t) for t in aks.pools_by_name[name].taints]
+        if flavor.taints:
+            spec["tolerations"] = [kube.taint_toleration(t) for t in flavor.taints]
         out[name] = {"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": spec}
     out[ANY_NODE] = {"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(ANY_NODE), "spec": {}}
     return out
@@ -81,7 +149,7 @@ def _resource(name: str, line: Line) -> dict[str, Any]:
     return out
 
 
-def resource_groups(cfg: StackConfig, team: Team) -> list[dict[str, Any]]:
+def resource_groups(team: TeamQueue) -> list[dict[str, Any]]:
     """``spec.resourceGroups`` of the team's ClusterQueue.
 
     Kueue wants each resource in one group, and every flavor of a group to list the group's
@@ -89,7 +157,7 @@ def resource_groups(cfg: StackConfig, team: Team) -> list[dict[str, Any]]:
     count). Flavors that share a resource are joined into one group (MIG layouts with a common
     profile); a flavor lists 0 for a resource of its group it does not offer.
     """
-    lines = elastic.team_lines(cfg, team)
+    lines = team.lines
     gpu = [f for f in lines if f != ANY_NODE]
     groups: list[tuple[list[str], set[str]]] = []
     for flavor in gpu:
@@ -130,23 +198,24 @@ def resource_groups(cfg: StackConfig, team: Team) -> list[dict[str, Any]]:
     return out
 
 
-def cluster_queue(cfg: StackConfig, team: Team) -> Manifest:
-    p = cfg.queues.preemption
+def cluster_queue(args: QueuesArgs, team: TeamQueue) -> Manifest:
+    """The team's ClusterQueue: its cohort, its namespace only, its resource groups."""
+    p = args.queues.preemption
     return {
         "apiVersion": API,
         "kind": "ClusterQueue",
         "metadata": _meta(team.name),
         "spec": {
-            "cohortName": elastic.cohort(cfg, team),
+            "cohortName": team.cohort,
             # Only the team's own namespace, whatever LocalQueue someone might create elsewhere.
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.ns}},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace}},
             "queueingStrategy": "BestEffortFIFO",
             "preemption": {
                 "reclaimWithinCohort": p.reclaim_within_cohort,
                 "withinClusterQueue": p.within_cluster_queue,
                 "borrowWithinCohort": {"policy": p.borrow_within_cohort},
             },
-            "resourceGroups": resource_groups(cfg, team),
+            "resourceGroups": resource_groups(team),
         },
     }
 
@@ -156,18 +225,20 @@ def local_queue_name(team: Team) -> str:
     return team.name
 
 
-def local_queue(team: Team) -> Manifest:
+def local_queue(team: TeamQueue) -> Manifest:
+    """The team's LocalQueue in its namespace, feeding its ClusterQueue."""
     return {
         "apiVersion": API,
         "kind": "LocalQueue",
-        "metadata": _meta(local_queue_name(team), team.ns),
+        "metadata": _meta(team.name, team.namespace),
         "spec": {"clusterQueue": team.name},
     }
 
 
-def priority_classes(cfg: StackConfig) -> dict[str, Manifest]:
+def priority_classes(queues: QueuesConfig) -> dict[str, Manifest]:
+    """``queues.priorityClasses`` as Kueue WorkloadPriorityClasses, by name."""
     out: dict[str, Manifest] = {}
-    for pc in cfg.queues.priority_classes:
+    for pc in queues.priority_classes:
         obj: Manifest = {
             "apiVersion": API,
             "kind": "WorkloadPriorityClass",
@@ -180,10 +251,10 @@ def priority_classes(cfg: StackConfig) -> dict[str, Manifest]:
     return out
 
 
-def kueue_configuration(cfg: StackConfig) -> dict[str, Any]:
+def kueue_configuration(args: QueuesArgs) -> dict[str, Any]:
     """Kueue's ``Configuration`` (config.kueue.x-k8s.io/v1beta2): the chart's own defaults
     (charts/kueue/values.yaml ``managerConfig``) with what the stack decides."""
-    q = cfg.queues
+    q = args.queues
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -193,7 +264,7 @@ def kueue_configuration(cfg: StackConfig) -> dict[str, Any]:
         # computed from them, components/observability/rules.py); off in Kueue's defaults.
         "metrics": {
             "bindAddress": ":8443",
-            **({"enableClusterQueueResources": True} if cfg.observability.enabled else {}),
+            **({"enableClusterQueueResources": True} if args.cluster_queue_metrics else {}),
         },
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
@@ -220,11 +291,11 @@ def kueue_configuration(cfg: StackConfig) -> dict[str, Any]:
         # Kueue manages jobs in team namespaces only: never an operator's own Jobs or pods.
         "managedJobsNamespaceSelector": {"matchExpressions": [{"key": resources.TEAM_LABEL, "operator": "Exists"}]},
         "integrations": {"frameworks": list(q.integrations)},
-        **_resources(cfg),
+        **_resources(args),
     }
 
 
-def _resources(cfg: StackConfig) -> dict[str, Any]:
+def _resources(args: QueuesArgs) -> dict[str, Any]:
     """Kueue's ``resources``, where a stack needs them.
 
     DRA model: each DeviceClass counts as the extended resource the ClusterQueues cover, so a claim
@@ -235,13 +306,11 @@ def _resources(cfg: StackConfig) -> dict[str, Any]:
     (:data:`components.model.elastic.UNACCOUNTED_PREFIXES`) and HAMi's task priority
     (components/model/hami.py).
     """
-    out: dict[str, Any] = {
-        "excludeResourcePrefixes": [*elastic.UNACCOUNTED_PREFIXES, *hami.kueue_excluded_prefixes(cfg)]
-    }
-    if transformations := hami.kueue_transformations(cfg):
-        out["transformations"] = transformations
-    if mappings := dra.kueue_device_class_mappings(cfg):
-        out["deviceClassMappings"] = mappings
+    out: dict[str, Any] = {"excludeResourcePrefixes": [*elastic.UNACCOUNTED_PREFIXES, *args.excluded_resource_prefixes]}
+    if args.transformations:
+        out["transformations"] = [dict(t) for t in args.transformations]
+    if args.device_class_mappings:
+        out["deviceClassMappings"] = [dict(m) for m in args.device_class_mappings]
     return {"resources": out}
 
 
@@ -254,7 +323,7 @@ MANAGER_LABELS: Final = {
 }
 
 
-def high_availability(cfg: StackConfig) -> dict[str, Any]:
+def high_availability(queues: QueuesConfig) -> dict[str, Any]:
     """``controllerManager`` values that keep Kueue's webhooks answering (chart v0.19.2 values.yaml).
 
     Kueue's pod webhook is ``failurePolicy: Fail`` on every team namespace (templates/webhook
@@ -266,7 +335,7 @@ def high_availability(cfg: StackConfig) -> dict[str, Any]:
     within the lease; every replica serves the webhooks (controller-runtime's webhook server does
     not need leader election, ``webhook.DefaultServer.NeedLeaderElection``).
     """
-    replicas = cfg.queues.replicas
+    replicas = queues.replicas
     values: dict[str, Any] = {"replicas": replicas}
     if replicas > 1:
         values["podDisruptionBudget"] = {"enabled": True, "minAvailable": 1}
@@ -281,39 +350,39 @@ def high_availability(cfg: StackConfig) -> dict[str, Any]:
     return values
 
 
-def helm_values(cfg: StackConfig) -> dict[str, Any]:
-    v = cfg.versions
+def helm_values(args: QueuesArgs) -> dict[str, Any]:
+    """The kueue chart's values: the pinned manager image, its replicas, and the Configuration above."""
+    v = args.versions
     return {
         "controllerManager": {
-            **high_availability(cfg),
+            **high_availability(args.queues),
             "manager": {"image": {"repository": v.kueue_image, "tag": v.kueue, "pullPolicy": "IfNotPresent"}},
         },
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_configuration(cfg), sort_keys=False)},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_configuration(args), sort_keys=False)},
     }
 
 
-def namespace(cfg: StackConfig) -> Manifest:
+def namespace(queues: QueuesConfig) -> Manifest:
+    """Kueue's namespace, Pod Security ``restricted``."""
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
-            "name": cfg.queues.namespace,
+            "name": queues.namespace,
             "labels": {**PART_OF, "pod-security.kubernetes.io/enforce": "restricted"},
         },
     }
 
 
-def queue_objects(cfg: StackConfig) -> dict[str, Manifest]:
-    """Every Kueue object by role (the suffix of its logical name); empty unless elastic."""
-    if not cfg.queues.elastic:
-        return {}
+def queue_objects(args: QueuesArgs) -> dict[str, Manifest]:
+    """Every Kueue object by role (the suffix of its logical name)."""
     out: dict[str, Manifest] = {}
-    for name, obj in resource_flavors(cfg).items():
+    for name, obj in resource_flavors(args).items():
         out[f"flavor-{name}"] = obj
-    for name, obj in priority_classes(cfg).items():
+    for name, obj in priority_classes(args.queues).items():
         out[f"priority-{name}"] = obj
-    for team in cfg.teams:
-        out[f"{team.name}-cluster-queue"] = cluster_queue(cfg, team)
+    for team in args.teams:
+        out[f"{team.name}-cluster-queue"] = cluster_queue(args, team)
         out[f"{team.name}-local-queue"] = local_queue(team)
     return out
 
@@ -333,52 +402,54 @@ class Queues(pulumi.ComponentResource):
 
     guards: list[pulumi.CustomResource]
 
-    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: QueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:Queues", name, None, opts)
-        self._name, self._cfg = name, cfg
-        ns = kube.apply(f"{name}-namespace", namespace(cfg), kube.child(self))
+        self._name, self._args = name, args
+        self._after = kube.depends_on(opts)
+        q = args.queues
+        ns = kube.apply(f"{name}-namespace", namespace(q), self._child())
         release = kube.helm_release(
             f"{name}-kueue",
-            charts.source(cfg.charts, charts.chart(cfg.versions, charts.KUEUE)),
+            args.chart,
             release=RELEASE,
-            namespace=cfg.queues.namespace,
-            values=helm_values(cfg),
-            timeout=cfg.queues.helm_timeout_seconds,
-            opts=kube.child(self, [ns]),
+            namespace=q.namespace,
+            values=helm_values(args),
+            timeout=q.helm_timeout_seconds,
+            opts=self._child(ns),
         )
-        self._objects = queue_objects(cfg)
+        self._objects = queue_objects(args)
         shared: list[pulumi.Resource] = [
-            kube.apply(f"{name}-{role}", obj, kube.child(self, [release]))
+            kube.apply(f"{name}-{role}", obj, self._child(release))
             for role, obj in self._objects.items()
             if role.startswith(("flavor-", "priority-"))
         ]
         self._cluster_queues = {
             team.name: kube.apply(
-                f"{name}-{team.name}-cluster-queue",
-                self._objects[f"{team.name}-cluster-queue"],
-                kube.child(self, shared),
+                f"{name}-{team.name}-cluster-queue", self._objects[f"{team.name}-cluster-queue"], self._child(*shared)
             )
-            for team in cfg.teams
+            for team in args.teams
         }
         self.guards = []
-        admission = queue_admission_objects(cfg)
+        admission = guard_objects(q)
         for role, manifest in admission.items():
             if role.endswith("-policy"):
-                policy = kube.apply(f"{name}-{role}", manifest, kube.child(self))
+                policy = kube.apply(f"{name}-{role}", manifest, self._child())
                 binding_role = role.replace("-policy", "-binding")
-                binding = kube.apply(f"{name}-{binding_role}", admission[binding_role], kube.child(self, [policy]))
+                binding = kube.apply(f"{name}-{binding_role}", admission[binding_role], self._child(policy))
                 self.guards += [policy, binding]
 
+    def _child(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:
+        """A child's options: parented, after ``after`` and whatever this component's ``opts.depends_on`` names."""
+        return kube.child(self, [*after, *self._after])
+
     def local_queues(self, team_namespaces: Mapping[str, pulumi.Resource]) -> None:
-        """Each team's LocalQueue, after its ClusterQueue and its namespace."""
-        for team in self._cfg.teams:
+        """Each team's LocalQueue, after its ClusterQueue and its namespace (where ``team_namespaces`` has it)."""
+        for team in self._args.teams:
             after = [
                 self._cluster_queues[team.name],
                 *([team_namespaces[team.name]] if team.name in team_namespaces else []),
             ]
             kube.apply(
-                f"{self._name}-{team.name}-local-queue",
-                self._objects[f"{team.name}-local-queue"],
-                kube.child(self, after),
+                f"{self._name}-{team.name}-local-queue", self._objects[f"{team.name}-local-queue"], self._child(*after)
             )
-        self.register_outputs({"clusterQueues": sorted(t.name for t in self._cfg.teams)})
+        self.register_outputs({"clusterQueues": sorted(t.name for t in self._args.teams)})

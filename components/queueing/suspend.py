@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Final
 
 from components.k8s import Manifest
-from components.model.config import StackConfig
+from components.model.queues import Queues
 from components.queueing.controllers import cel_list, kueue_identity, operators
 from components.tenancy import policy
 
@@ -43,8 +43,8 @@ def suspended(root: str, path: str) -> str:
     return " && ".join([*guards, f"has({root}.{path}.suspend)", f"{root}.{path}.suspend"])
 
 
-def _queued(cfg: StackConfig) -> str:
-    if cfg.queues.manage_jobs_without_queue_name:
+def _queued(queues: Queues) -> str:
+    if queues.manage_jobs_without_queue_name:
         return "true"
     return (
         "has(oldObject.metadata.labels) && 'kueue.x-k8s.io/queue-name' in oldObject.metadata.labels"
@@ -52,17 +52,17 @@ def _queued(cfg: StackConfig) -> str:
     )
 
 
-def suspend_policy(cfg: StackConfig, integration: str) -> Manifest:
+def suspend_policy(queues: Queues, integration: str) -> Manifest:
     """The guard on one suspendable kind (one policy per kind: each reads its own ``suspend`` path)."""
     group, version, plural, path = SUSPENDABLE[integration]
-    allowed = [kueue_identity(cfg), *operators(cfg)]
+    allowed = [kueue_identity(queues), *operators(queues)]
     unsuspends = f"({suspended('oldObject', path)}) && !({suspended('object', path)})"
     return policy.policy(
         f"{SUSPEND_POLICY}-{plural}",
         namespaces=policy.team_namespaces(),
         rules=[policy.resource_rule(group, version, ["UPDATE"], [plural])],
         variables=[
-            {"name": "queued", "expression": _queued(cfg)},
+            {"name": "queued", "expression": _queued(queues)},
             {"name": "unsuspends", "expression": unsuspends},
             {"name": "releaser", "expression": f"request.userInfo.username in {cel_list(allowed)}"},
         ],
@@ -80,6 +80,6 @@ def suspend_policy(cfg: StackConfig, integration: str) -> Manifest:
     )
 
 
-def suspend_binding(cfg: StackConfig, integration: str) -> Manifest:
+def suspend_binding(integration: str) -> Manifest:
     plural = SUSPENDABLE[integration][2]
     return policy.binding(f"{SUSPEND_POLICY}-{plural}", policy.team_namespaces())

@@ -31,7 +31,7 @@ from components.operators.gpu_operator import gpu_operator_values
 from components.plan.offline import ROOT, run_program, stack_config
 from components.plan.writer import write_plan
 from components.tenancy import quotas
-from tests import tenancy_objects
+from tests import kueue_objects, tenancy_objects
 from tests.conftest import raw_stack, stack_path
 from tests.schema_helpers import GPU_OPERATOR_READ_NOT_LISTED, assert_value_paths_exist, validate_against_crd
 from tests.tenancy.test_admission_cel import Policy
@@ -556,7 +556,11 @@ def test_claim_guard_refuses_everything_where_no_class_is_labelled() -> None:
 
 
 AKS_SHARED: Final = ROOT / "tests" / "stacks" / "aks-elastic.yaml"
-POOL: Final = ClaimPolicy(dra_tenancy.pool_policy(parse_config(gpuaas_section(stack_config("aks", AKS_SHARED)))))
+POOL: Final = ClaimPolicy(
+    dra_tenancy.pool_policy(
+        platform_args.dra(parse_config(gpuaas_section(stack_config("aks", AKS_SHARED)))).unowned_pools
+    )
+)
 
 
 def _pod(**spec: Any) -> dict[str, Any]:
@@ -770,24 +774,28 @@ def test_variant_stack_passes_the_policy_pack() -> None:
 
 
 def test_with_elastic_quotas_kueue_maps_every_gpu_class_to_the_resource_the_queues_cover() -> None:
-    from components.queueing.queues import cluster_queue, kueue_configuration
+    from components.queueing.queues import kueue_configuration
 
     raw = dra_raw()
     raw["queues"] = {"elastic": True}
     cfg = parse_config(raw)
-    mappings = kueue_configuration(cfg)["resources"]["deviceClassMappings"]
+    mappings = kueue_configuration(platform_args.queues(cfg))["resources"]["deviceClassMappings"]
     mapped = {m["name"]: m["deviceClassNames"] for m in mappings}
     for cls in dra.device_classes(cfg):
         if cls in (dra.GPU_CLASS,) or cls.endswith(".gpuaas.io"):
             assert any(cls in names for names in mapped.values()), cls
     covered = {
-        r for t in cfg.teams for g in cluster_queue(cfg, t)["spec"]["resourceGroups"] for r in g["coveredResources"]
+        r
+        for t in cfg.teams
+        for g in kueue_objects.cluster_queue(cfg, t)["spec"]["resourceGroups"]
+        for r in g["coveredResources"]
     }
     assert set(mapped) <= covered, "every mapped resource is one the ClusterQueues cover"
     # The device-plugin model has no claims to count: no mappings in its Kueue config.
     plugin_raw = raw_stack("onprem")
     plugin_raw["queues"] = {"elastic": True}
-    assert "deviceClassMappings" not in kueue_configuration(parse_config(plugin_raw))["resources"]
+    plugin = platform_args.queues(parse_config(plugin_raw))
+    assert "deviceClassMappings" not in kueue_configuration(plugin)["resources"]
 
 
 def test_with_elastic_quotas_a_teams_device_quota_is_its_queue_ceiling() -> None:

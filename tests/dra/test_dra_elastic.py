@@ -22,9 +22,8 @@ from components.model import dra
 from components.model.config import StackConfig
 from components.plan.offline import ROOT, stack_config
 from components.plan.writer import write_plan
-from components.queueing import queues
 from components.tenancy import quotas
-from tests import tenancy_objects
+from tests import kueue_objects, tenancy_objects
 from tests.dra.test_dra import CHECKS, CLAIMS, claim, exactly
 
 DRA_STACK: Final = ROOT / "tests" / "stacks" / "onprem-dra.yaml"
@@ -67,7 +66,7 @@ def queue_can_hold(cfg: StackConfig, team: str) -> dict[str, int]:
     """Per class, what the team's ClusterQueue lets it hold: nominal + borrowing limit (or the flavor's
     capacity when it has none), summed over flavors — read off the rendered ClusterQueue."""
     t = next(t for t in cfg.teams if t.name == team)
-    cq = queues.cluster_queue(cfg, t)
+    cq = kueue_objects.cluster_queue(cfg, t)
     capacity = {("h100-full", "nvidia.com/gpu"): 32, ("h100-mig", "nvidia.com/mig-1g.10gb"): 24,
                 ("h100-small", "nvidia.com/mig-1g.10gb"): 56, ("h100-mig", "nvidia.com/mig-4g.40gb"): 8}  # fmt: skip
     out: dict[str, int] = {}

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import pytest
 
+from components import platform_args
 from components.loader import gpuaas_section, parse_config
 from components.model.config import StackConfig
 from components.model.teams import Team
@@ -70,7 +71,7 @@ class FleetKueue(Kueue):
 
     def configuration(self) -> dict[str, Any]:
         local = super().configuration()  # what a process outside a cluster needs (loopback, no HA)
-        conf = queues.kueue_configuration(self.cfg)
+        conf = queues.kueue_configuration(platform_args.queues(self.cfg))
         conf.update({k: local[k] for k in ("leaderElection", "health", "metrics", "webhook", "featureGates")})
         return conf
 

@@ -28,6 +28,7 @@ from typing import Any, Final
 import pytest
 import yaml
 
+from components import platform_args
 from components.loader import parse_config
 from components.model.config import StackConfig
 from components.model.resources import GPU
@@ -152,7 +153,7 @@ class Kueue(KueueProcess):
         self.pods_ready_timeout = pods_ready_timeout
 
     def configuration(self) -> dict[str, Any]:
-        conf = queues.kueue_configuration(self.cfg)
+        conf = queues.kueue_configuration(platform_args.queues(self.cfg))
         if self.pods_ready_timeout is not None:
             conf["waitForPodsReady"] = {**conf["waitForPodsReady"], "timeout": self.pods_ready_timeout}
         conf.update(
@@ -173,7 +174,7 @@ class Kueue(KueueProcess):
         """A kubeconfig with a token of Kueue's ServiceAccount, bound to ``cluster-admin`` (the
         chart's ClusterRole is a Helm template; its rights are not what this proves)."""
         kube, ns = self.cp.kube, self.cfg.queues.namespace
-        name = controllers.kueue_identity(self.cfg).rsplit(":", 1)[1]
+        name = controllers.kueue_identity(self.cfg.queues).rsplit(":", 1)[1]
         kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}})
         kube.apply(
             {

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import pytest
 
+from components import platform_args
 from components.loader import parse_config
 from components.model.config import StackConfig
 from components.model.resources import GPU
@@ -61,7 +62,7 @@ def _since(obj: dict[str, Any] | None, kind: str, reason: str | None = None) -> 
 
 def test_the_plan_gives_kueue_the_stacks_timeout(kueue: tuple[ControlPlane, Kueue]) -> None:
     assert kueue[1].configuration()["waitForPodsReady"] == {"timeout": f"{TIMEOUT}s", "blockAdmission": False}
-    assert queues.kueue_configuration(CFG)["waitForPodsReady"]["timeout"] == f"{TIMEOUT}s"
+    assert queues.kueue_configuration(platform_args.queues(CFG))["waitForPodsReady"]["timeout"] == f"{TIMEOUT}s"
 
 
 def test_a_job_whose_pods_the_quota_refuses_gives_its_quota_back(kueue: tuple[ControlPlane, Kueue]) -> None:

@@ -27,17 +27,19 @@ from typing import Any
 
 import pytest
 
+from components import platform_args
 from components.observability.monitors import kueue_scrape_objects
 from components.queueing import queues
 from e2e import toolchain
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kube
 from e2e.plan_apply import install_crds
+from tests import kueue_objects
 from tests.e2e.conftest import need_upstream, start_plane
 from tests.e2e.kueue_manager import CFG, KUEUE_API, Kueue, condition, kueue_crds
 
 NS = CFG.queues.namespace
-SCRAPE = kueue_scrape_objects(CFG)
+SCRAPE = kueue_scrape_objects(CFG.observability, CFG.queues.namespace)
 TEAM = CFG.teams[0]
 STRANGER = "not-a-metrics-reader"
 
@@ -52,9 +54,9 @@ def kueue(pytestconfig: pytest.Config) -> Iterator[tuple[ControlPlane, Kueue]]:
         kube = cp.kube
         install_crds(kube, kueue_crds(manager.webhook_port))
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        for flavor in queues.resource_flavors(CFG).values():
+        for flavor in queues.resource_flavors(platform_args.queues(CFG)).values():
             kube.apply(flavor)
-        kube.apply(queues.cluster_queue(CFG, TEAM))
+        kube.apply(kueue_objects.cluster_queue(CFG, TEAM))
         for role in ("scraper", "scraper-token", "metrics-reader", "metrics-reader-binding"):
             kube.apply(SCRAPE[role])
         kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": STRANGER, "namespace": NS}})

@@ -56,7 +56,7 @@ WHO: Final = Identity(f"member-of-{A}@example.com", tuple(TEAMS[A].groups))
 CONTROLLER: Final = Identity(KCM_USER, ("system:masters", "system:authenticated"))
 #: Who releases a held workload: Kueue's manager (its ServiceAccount; the suspend guard lets it alone).
 KUEUE: Final = Identity(
-    kueue_identity(CFG),
+    kueue_identity(CFG.queues),
     ("system:serviceaccounts", f"system:serviceaccounts:{CFG.queues.namespace}", "system:authenticated"),
 )
 #: More GPUs than the fleet has: Kueue never admits it, so it stays held.

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from components import platform_args
 from components.loader import gpuaas_section, parse_config
 from components.model.config import StackConfig
 from components.observability.component import REQUIRED_CRDS
@@ -34,12 +35,15 @@ from tests.e2e.conftest import need_upstream, start_plane
 BASE = repo_stack_config("onprem", stack_path("onprem"))["config"]
 CFG: StackConfig = parse_config(gpuaas_section(BASE))
 CRD_API = "apiextensions.k8s.io/v1"
+ARGS = platform_args.observability(CFG)
+SCRAPE = kueue_scrape_objects(CFG.observability, CFG.queues.namespace)
 
 PROGRAM = """
 # test_observability_refuses_without_prometheus_crds: only the observability step, on the stack's config.
+from components import platform_args
 from components.loader import load_config, todays_date
 from components.observability.component import Observability
-Observability("gpuaas-observability", load_config(todays_date()))
+Observability("gpuaas-observability", platform_args.observability(load_config(todays_date())))
 """
 
 
@@ -63,7 +67,7 @@ def engine(pytestconfig: pytest.Config) -> Iterator[tuple[ControlPlane, Stack]]:
 
 def built_in_objects() -> list[dict[str, Any]]:
     """The component's objects of built-in kinds (a custom resource cannot be stored without its CRD)."""
-    objs = [*dashboard_configmaps(CFG).values(), *kueue_scrape_objects(CFG).values()]
+    objs = [*dashboard_configmaps(CFG.observability, queues=True).values(), *SCRAPE.values()]
     return [o for o in objs if not o["apiVersion"].startswith("monitoring.coreos.com/")]
 
 
@@ -98,9 +102,10 @@ def test_with_the_crds_the_same_up_installs_every_monitoring_object(engine: tupl
     index = crd_index()
     install_crds(cp.kube, [index[("monitoring.coreos.com", kind)] for kind in ("ServiceMonitor", "PrometheusRule")])
     stack.up()
-    objs = [*built_in_objects(), *prometheus_rules(CFG).values(), kueue_scrape_objects(CFG)["kueue-monitor"]]
+    objs = [*built_in_objects(), *prometheus_rules(CFG.observability, ARGS.team_groups, ARGS.groups).values()]
+    objs.append(SCRAPE["kueue-monitor"])
     missing = [f"{o['kind']} {o['metadata']['name']}" for o in objs if stored(cp, o) is None]
     assert not missing, missing
     # The token controller (kube-controller-manager) filled the scraper's token Secret.
-    secret = kueue_scrape_objects(CFG)["scraper-token"]
+    secret = SCRAPE["scraper-token"]
     cp.kube.wait_for("the scraper's token", lambda: ((stored(cp, secret) or {}).get("data") or {}).get("token"), 60)

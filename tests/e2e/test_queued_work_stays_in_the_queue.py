@@ -88,7 +88,9 @@ def test_every_guard_type_checks_against_the_real_schemas(kube: Kube) -> None:
     """kube-controller-manager's validatingadmissionpolicy-status controller checks each expression
     against the kinds it matches (the JobSet and Kubeflow CRDs included) and reports any warning."""
     expected = {
-        m["metadata"]["name"] for m in queue_admission_objects(CFG).values() if m["kind"] == "ValidatingAdmissionPolicy"
+        m["metadata"]["name"]
+        for m in queue_admission_objects(CFG.queues).values()
+        if m["kind"] == "ValidatingAdmissionPolicy"
     }
     assert {controllers.OWNERS_POLICY, f"{suspend.SUSPEND_POLICY}-jobsets", policy_name("replicasets")} <= expected
 
@@ -186,7 +188,7 @@ def test_a_member_cannot_release_a_held_job_only_kueue_can(kube: Kube) -> None:
         kube.patch("batch/v1", "Job", "held", A, {"spec": {"suspend": True}}, as_=WHO)
         assert (kube.get("batch/v1", "Job", "held", A) or {})["spec"]["suspend"] is True
         # ... and Kueue's own identity may release it (dry run: it stays held for the other checks)
-        sa = controllers.kueue_identity(CFG)
+        sa = controllers.kueue_identity(CFG.queues)
         kueue_sa = Identity(sa, ("system:serviceaccounts", f"system:serviceaccounts:{CFG.queues.namespace}"))
         path = kube.resource("batch/v1", "Job").path(A, "held")
         query = {"dryRun": "All"}
@@ -286,7 +288,7 @@ def test_a_rollout_of_a_gpu_deployment_made_before_elastic_quotas_is_not_trapped
     rollout's new ReplicaSet comes from the deployment controller for that Deployment (kind and
     identity together), so it passes; the team cannot make such a ReplicaSet itself."""
     name = "legacy-gpu"
-    binding = queue_admission_objects(CFG)["deployments-queue-binding"]
+    binding = queue_admission_objects(CFG.queues)["deployments-queue-binding"]
     assert kube.get("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", policy_name("deployments"))
     legacy = _deployment(name, {GPU: "1"})
     # Before elastic quotas: no queue guard on Deployments (its binding taken away for the moment).

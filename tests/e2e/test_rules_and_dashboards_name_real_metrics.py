@@ -73,7 +73,7 @@ def expressions(cfg: StackConfig) -> list[tuple[str, str]]:
     for group in rule_file(cfg)["groups"]:  # type: ignore[attr-defined]
         for rule in group["rules"]:
             out.append((rule.get("record") or rule["alert"], rule["expr"]))
-    for role, board in dashboards(cfg).items():
+    for role, board in dashboards(cfg.observability, queues=cfg.queues.elastic).items():
         for q in panel_queries(board):
             # Grafana's own: label_values(<series>, <label>) and the $team variable.
             q = re.sub(r"^label_values\((.+), \w+\)$", r"\1", q).replace("$team", "vision")

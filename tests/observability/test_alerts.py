@@ -62,7 +62,12 @@ def test_only_the_dcgm_group_reads_dcgm_exporter_fields(stack: str) -> None:
         for r in g.rules
         if raw_dcgm(r.expr)
     }
-    panels = {q for board in dashboards(cfg).values() for q in panel_queries(board) if raw_dcgm(q)}
+    panels = {
+        q
+        for board in dashboards(cfg.observability, queues=cfg.queues.elastic).values()
+        for q in panel_queries(board)
+        if raw_dcgm(q)
+    }
     assert outside == {} and panels == set()
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from components import platform_args
 from components.loader import parse_config
 from components.model.config import StackConfig
 from components.model.errors import ConfigError
@@ -21,6 +22,7 @@ from components.observability.showback import main
 from components.operators.gpu_cluster import gpu_cluster
 from components.operators.gpu_operator import dcgm_exporter_values
 from components.queueing import queues
+from tests import kueue_objects
 from tests.conftest import STACKS, offline_run, raw_stack
 from tests.schema_helpers import crd_errors
 
@@ -73,9 +75,11 @@ def test_the_allowed_twins_pass() -> None:
 @pytest.mark.parametrize("stack", STACKS)
 def test_monitoring_objects_validate_against_the_prometheus_operator_crds(stack: str, upstream: Path) -> None:
     cfg = cfg_with(stack)
-    objs = [*prometheus_rules(cfg).values()]
+    args = platform_args.observability(cfg)
+    objs = [*prometheus_rules(cfg.observability, args.team_groups, args.groups).values()]
     if cfg.queues.elastic:
-        objs += [o for o in kueue_scrape_objects(cfg).values() if o["kind"] == "ServiceMonitor"]
+        scrape = kueue_scrape_objects(cfg.observability, cfg.queues.namespace)
+        objs += [o for o in scrape.values() if o["kind"] == "ServiceMonitor"]
     crd = {"PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml"}
     crd["ServiceMonitor"] = "monitoring.coreos.com_servicemonitors.yaml"
     for obj in objs:
@@ -83,7 +87,8 @@ def test_monitoring_objects_validate_against_the_prometheus_operator_crds(stack:
 
 
 def test_crd_validation_catches_a_wrong_field(upstream: Path) -> None:
-    obj = next(iter(prometheus_rules(cfg_with("onprem")).values()))
+    args = platform_args.observability(cfg_with("onprem"))
+    obj = next(iter(prometheus_rules(args.observability, args.team_groups, args.groups).values()))
     obj["spec"]["groups"][0]["rules"][0]["recordd"] = "x"
     assert crd_errors(obj, upstream / PROM_CRDS / "monitoring.coreos.com_prometheusrules.yaml")
 
@@ -122,7 +127,7 @@ def test_observability_off_leaves_dcgm_exporter_to_the_operator() -> None:
 def test_restated_names_match_their_owners() -> None:
     assert queues.RELEASE == KUEUE_RELEASE
     cfg = cfg_with("onprem")
-    assert all(t.name == queues.cluster_queue(cfg, t)["metadata"]["name"] for t in cfg.teams)
+    assert all(t.name == kueue_objects.cluster_queue(cfg, t)["metadata"]["name"] for t in cfg.teams)
 
 
 def test_every_planned_proof_job_matches_the_failure_alert() -> None:

@@ -712,7 +712,7 @@ def test_probe_server_fails_loudly_when_the_test_completed(
 def test_burn_in_is_off_by_default(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
     (t,) = v.targets(cfg)
-    assert burn_in.burn_in_manifests(cfg, t, "") == {}
+    assert burn_in.burn_in_manifests(cfg, t, "", burn_in.burn_in_groups(cfg, t)) == {}
 
 
 def test_burn_in_runs_the_nccl_proof_per_node_group_at_the_lowest_priority() -> None:
@@ -720,7 +720,7 @@ def test_burn_in_runs_the_nccl_proof_per_node_group_at_the_lowest_priority() -> 
     (t,) = v.targets(cfg)
     groups = [g for g, _l, _v in burn_in.burn_in_groups(cfg, t)]
     assert groups and all(sum(n.node_group == g for n in cfg.platform.nodes) >= 2 for g in groups)  # type: ignore[union-attr]
-    m = burn_in.burn_in_manifests(cfg, t, "src")
+    m = burn_in.burn_in_manifests(cfg, t, "src", burn_in.burn_in_groups(cfg, t))
     g = groups[0]
     cron, svc = m[f"burn-in-{g}"], m[f"burn-in-{g}-service"]
     assert cron["spec"]["schedule"] == "0 2 * * 6" and cron["spec"]["concurrencyPolicy"] == "Forbid"
@@ -777,7 +777,7 @@ def test_burn_in_objects_are_valid_kubernetes(which: str) -> None:
     cfg = parse_config(raw)
     objs = [burn_in.burn_in_priority_class(cfg)]
     for t in v.targets(cfg):
-        objs += list(burn_in.burn_in_manifests(cfg, t, "src").values())
+        objs += list(burn_in.burn_in_manifests(cfg, t, "src", burn_in.burn_in_groups(cfg, t)).values())
     assert len(objs) > 1
     for obj in objs:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components import platform_args
 from components.loader import parse_config
 from components.model import elastic, grammar, resources
 from components.model.errors import ConfigError
@@ -21,6 +22,7 @@ from components.plan.offline import run_program
 from components.proofs import isolation
 from components.queueing import admission, queues
 from components.tenancy import quotas
+from tests import kueue_objects
 from tests.conftest import fixture_config, qualified, raw_stack
 from tests.schema_helpers import assert_value_paths_exist, crd_errors, validate_against_crd
 
@@ -377,7 +379,7 @@ def _crd(upstream: Path, kind: str) -> Path:
 @pytest.mark.parametrize("stack", ["onprem", "aks"])
 def test_kueue_objects_match_the_crds(upstream: Path, stack: str) -> None:
     cfg = parse_config(elastic_raw(stack))
-    objects = queues.queue_objects(cfg)
+    objects = queues.queue_objects(platform_args.queues(cfg))
     kinds = {o["kind"] for o in objects.values()}
     assert {"ResourceFlavor", "ClusterQueue", "LocalQueue"} <= kinds
     for obj in objects.values():
@@ -386,7 +388,7 @@ def test_kueue_objects_match_the_crds(upstream: Path, stack: str) -> None:
 
 def test_crd_check_refuses_unknown_and_wrong_fields(upstream: Path) -> None:
     cfg = parse_config(raw_stack("onprem"))
-    cq = queues.cluster_queue(cfg, cfg.teams[0])
+    cq = kueue_objects.cluster_queue(cfg, cfg.teams[0])
     assert crd_errors(cq, _crd(upstream, "ClusterQueue")) == []
     bad = copy.deepcopy(cq)
     bad["spec"]["cohort"] = "gpuaas"  # the v1beta1 spelling; v1beta2 says cohortName
@@ -400,7 +402,7 @@ def test_cluster_queue_groups_follow_kueue_rules() -> None:
     for stack in ("onprem", "aks"):
         cfg = parse_config(elastic_raw(stack))
         for t in cfg.teams:
-            groups = queues.cluster_queue(cfg, t)["spec"]["resourceGroups"]
+            groups = kueue_objects.cluster_queue(cfg, t)["spec"]["resourceGroups"]
             covered = [r for g in groups for r in g["coveredResources"]]
             flavors = [f["name"] for g in groups for f in g["flavors"]]
             assert len(covered) == len(set(covered)) and len(flavors) == len(set(flavors))
@@ -419,7 +421,7 @@ def test_mig_layouts_sharing_a_profile_join_one_group() -> None:
     raw["platform"]["nodeGroups"].append({"name": "h100-mig2", "gpuModel": "H100-80GB", "mig": {"layout": "7x1g.10gb"}})
     raw["platform"]["nodes"].append({"name": "gpu-node-07", "id": 7, "nodeGroup": "h100-mig2"})
     cfg = parse_config(raw)
-    groups = queues.cluster_queue(cfg, cfg.teams[0])["spec"]["resourceGroups"]
+    groups = kueue_objects.cluster_queue(cfg, cfg.teams[0])["spec"]["resourceGroups"]
     mig = next(g for g in groups if "nvidia.com/mig-1g.10gb" in g["coveredResources"])
     assert [f["name"] for f in mig["flavors"]] == ["h100-mig", "h100-mig2"]
     assert mig["coveredResources"] == ["nvidia.com/mig-1g.10gb", "nvidia.com/mig-4g.40gb"]
@@ -428,10 +430,10 @@ def test_mig_layouts_sharing_a_profile_join_one_group() -> None:
 
 
 def test_flavors_carry_node_labels_and_pool_tolerations() -> None:
-    onprem = queues.resource_flavors(parse_config(raw_stack("onprem")))
+    onprem = queues.resource_flavors(platform_args.queues(parse_config(raw_stack("onprem"))))
     assert onprem["h100-full"]["spec"] == {"nodeLabels": {resources.NODE_GROUP_LABEL: "h100-full"}}
     assert onprem[elastic.ANY_NODE]["spec"] == {}
-    aks = queues.resource_flavors(parse_config(elastic_raw("aks")))
+    aks = queues.resource_flavors(platform_args.queues(parse_config(elastic_raw("aks"))))
     assert aks["ndh100a"]["spec"]["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
     ]
@@ -440,7 +442,7 @@ def test_flavors_carry_node_labels_and_pool_tolerations() -> None:
 def test_local_queue_names_the_teams_cluster_queue_and_cq_only_its_namespace() -> None:
     cfg = parse_config(raw_stack("onprem"))
     t = cfg.teams[1]
-    lq, cq = queues.local_queue(t), queues.cluster_queue(cfg, t)
+    lq, cq = kueue_objects.local_queue(cfg, t), kueue_objects.cluster_queue(cfg, t)
     assert lq["metadata"] == {"name": "language", "namespace": t.ns, "labels": dict(resources.PART_OF)}
     assert lq["spec"]["clusterQueue"] == cq["metadata"]["name"]
     assert cq["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": t.ns}}
@@ -459,7 +461,7 @@ def test_helm_values_exist_in_the_chart(upstream: Path) -> None:
     chart = upstream / f"charts/kueue-v{queues_version().lstrip('v')}"
     cfg = parse_config(raw_stack("onprem"))
     assert yaml.safe_load((chart / "Chart.yaml").read_text())["version"] == cfg.versions.kueue_chart
-    values = queues.helm_values(cfg)
+    values = queues.helm_values(platform_args.queues(cfg))
     assert_value_paths_exist(values, chart / "values.yaml")
     # our Configuration keeps every top-level key of the chart's own, and adds only ours
     chart_cfg = yaml.safe_load(
@@ -479,11 +481,11 @@ def test_helm_values_exist_in_the_chart(upstream: Path) -> None:
 def test_kueue_configuration_from_config() -> None:
     raw = raw_stack("onprem")
     raw["queues"].update(manageJobsWithoutQueueName=True, integrations=["batch/job", "pod"])
-    conf = queues.kueue_configuration(parse_config(raw))
+    conf = queues.kueue_configuration(platform_args.queues(parse_config(raw)))
     assert conf["manageJobsWithoutQueueName"] is True
     assert conf["integrations"] == {"frameworks": ["batch/job", "pod"]}
     assert conf["managedJobsNamespaceSelector"]["matchExpressions"] == [{"key": "gpuaas.io/team", "operator": "Exists"}]
-    default = queues.kueue_configuration(parse_config(raw_stack("onprem")))
+    default = queues.kueue_configuration(platform_args.queues(parse_config(raw_stack("onprem"))))
     assert default["manageJobsWithoutQueueName"] is False
     assert "kubeflow.org/pytorchjob" in default["integrations"]["frameworks"]
 
@@ -501,8 +503,6 @@ def test_release_is_pinned_in_its_own_namespace(run_of: Any) -> None:
     assert cq.urn in lq.dependencies and run.named("gpuaas-teams-vision-namespace").urn in lq.dependencies
     assert run.named("gpuaas-queues-flavor-h100-full").urn in cq.dependencies
     policy = run.named("gpuaas-queues-jobs-queue-policy")
-    # Verification Jobs wait for the queues (a dependency on a component is one on its children).
-    assert policy.urn in run.named("gpuaas-verification").dependencies
     assert policy.inputs["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == ["jobs"]
     wpc = run.named("gpuaas-queues-priority-production")
     assert wpc.type == "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass" and wpc.inputs["value"] == 1000
@@ -511,11 +511,11 @@ def test_release_is_pinned_in_its_own_namespace(run_of: Any) -> None:
 def test_admission_objects_per_integration() -> None:
     raw = raw_stack("onprem")
     raw["queues"]["integrations"] = ["batch/job"]
-    roles = set(admission.queue_admission_objects(parse_config(raw)))
+    roles = set(admission.queue_admission_objects(parse_config(raw).queues))
     always = {"pods", "jobs", "deployments", "statefulsets", *admission.APPS_KINDS, "owners"}
     guards = {f"{plural}-queue-{kind}" for plural in always for kind in ("policy", "binding")}
     assert roles == guards | {"jobs-suspend-policy", "jobs-suspend-binding"}
-    full = set(admission.queue_admission_objects(parse_config(raw_stack("onprem"))))
+    full = set(admission.queue_admission_objects(parse_config(raw_stack("onprem")).queues))
     assert {"jobsets-queue-policy", "pytorchjobs-queue-policy", "mpijobs-queue-policy"} <= full
     raw["queues"]["elastic"] = False
-    assert admission.queue_admission_objects(parse_config(raw)) == {}
+    assert admission.queue_admission_objects(parse_config(raw).queues) == {}

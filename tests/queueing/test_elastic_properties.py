@@ -17,12 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from components import platform_args
 from components.loader import parse_config
 from components.model import elastic, resources
 from components.model.errors import ConfigError
 from components.model.teams import AksPartition
 from components.queueing import queues
 from components.tenancy import quotas
+from tests import kueue_objects
 from tests.conftest import raw_stack
 
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -123,7 +125,7 @@ def _check(cfg: Any) -> None:
     owned_pools = {t.partition.node_pool: t.name for t in cfg.teams if isinstance(t.partition, AksPartition)}
     nominal: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     for t in cfg.teams:
-        cq = queues.cluster_queue(cfg, t)
+        cq = kueue_objects.cluster_queue(cfg, t)
         hard = quotas.quota_hard(cfg, t)
         for group in cq["spec"]["resourceGroups"]:
             for flavor in group["flavors"]:
@@ -174,7 +176,7 @@ def test_removing_a_team_leaves_every_other_teams_queue_and_ceiling_alone(gone: 
     raw = raw_stack("onprem")
     del raw["teams"][gone]
     less = parse_config(raw)
-    before, after = queues.queue_objects(full), queues.queue_objects(less)
+    before, after = queues.queue_objects(platform_args.queues(full)), queues.queue_objects(platform_args.queues(less))
     name = full.teams[gone].name
     assert set(before) - set(after) == {f"{name}-cluster-queue", f"{name}-local-queue"}
     assert all(after[role] == before[role] for role in after)

@@ -16,10 +16,12 @@ from typing import Any, Final
 import pytest
 import yaml
 
+from components import platform_args
 from components.loader import gpuaas_section, parse_config
 from components.model.config import StackConfig
 from components.plan.offline import ROOT, run_program, stack_config
 from components.queueing import controllers, queues
+from tests import kueue_objects
 from tests.conftest import raw_stack
 from tests.schema_helpers import assert_value_paths_exist
 
@@ -42,7 +44,7 @@ def aks_elastic() -> StackConfig:
 
 
 def test_ha_values_are_the_charts_and_its_templates_read_them(chart: Path) -> None:
-    values = queues.helm_values(onprem())
+    values = queues.helm_values(platform_args.queues(onprem()))
     manager = values["controllerManager"]
     assert manager["replicas"] == 2
     assert manager["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
@@ -71,15 +73,20 @@ def test_the_spread_selects_the_charts_manager_pods(chart: Path) -> None:
 
 def test_one_replica_gets_no_disruption_budget() -> None:
     """A PDB of minAvailable 1 over one pod would block every node drain: the twin of the HA case."""
-    manager = queues.helm_values(onprem(replicas=1))["controllerManager"]
+    manager = queues.helm_values(platform_args.queues(onprem(replicas=1)))["controllerManager"]
     assert manager == {"replicas": 1, "manager": manager["manager"]}
 
 
 def test_leader_election_stays_on_and_pods_ready_is_bounded() -> None:
-    conf = queues.kueue_configuration(onprem())
+    conf = queues.kueue_configuration(platform_args.queues(onprem()))
     assert conf["leaderElection"]["leaderElect"] is True
     assert conf["waitForPodsReady"] == {"timeout": "600s", "blockAdmission": False}
-    assert queues.kueue_configuration(onprem(podsReadyTimeoutSeconds=90))["waitForPodsReady"]["timeout"] == "90s"
+    assert (
+        queues.kueue_configuration(platform_args.queues(onprem(podsReadyTimeoutSeconds=90)))["waitForPodsReady"][
+            "timeout"
+        ]
+        == "90s"
+    )
 
 
 def test_the_pod_webhook_is_fail_closed_on_the_team_namespaces(chart: Path) -> None:
@@ -90,7 +97,7 @@ def test_the_pod_webhook_is_fail_closed_on_the_team_namespaces(chart: Path) -> N
     mpod = mpod[: mpod.index("rules:")]
     assert 'if has "pod" $integrationsConfig.frameworks' in mpod and "failurePolicy: Fail" in mpod
     assert "managedJobsNamespaceSelector" in mpod
-    conf = queues.kueue_configuration(onprem())
+    conf = queues.kueue_configuration(platform_args.queues(onprem()))
     assert "pod" in conf["integrations"]["frameworks"]
 
 
@@ -98,9 +105,9 @@ def test_kueues_identity_is_the_charts_service_account(chart: Path) -> None:
     template = (chart / "templates" / "rbac" / "service_account.yaml").read_text()
     assert re.search(r"name: '\{\{ include \"kueue.fullname\" \. \}\}-controller-manager'", template)
     # fullname is the release name when it contains the chart name (templates/_helpers.tpl)
-    assert controllers.kueue_identity(onprem()) == "system:serviceaccount:kueue-system:kueue-controller-manager"
+    assert controllers.kueue_identity(onprem().queues) == "system:serviceaccount:kueue-system:kueue-controller-manager"
     assert (
-        controllers.kueue_identity(onprem(namespace="queues"))
+        controllers.kueue_identity(onprem(namespace="queues").queues)
         == "system:serviceaccount:queues:kueue-controller-manager"
     )
 
@@ -108,14 +115,16 @@ def test_kueues_identity_is_the_charts_service_account(chart: Path) -> None:
 def test_aks_flavors_carry_the_pool_label_the_pool_guard_asks_for() -> None:
     """Item 6: Kueue writes a flavor's nodeLabels into the admitted Job's pod template; the AKS
     pool guard refuses a GPU pod that does not select kubernetes.azure.com/agentpool."""
-    flavors = queues.resource_flavors(aks_elastic())
+    flavors = queues.resource_flavors(platform_args.queues(aks_elastic()))
     for pool in ("ndh100a", "ndh100b", "ndshared"):
         assert flavors[pool]["spec"]["nodeLabels"] == {
             "gpuaas.io/node-group": pool,
             "kubernetes.azure.com/agentpool": pool,
         }
     # on-prem nodes have no such label: their flavors select the node group only
-    assert queues.resource_flavors(onprem())["h100-full"]["spec"]["nodeLabels"] == {"gpuaas.io/node-group": "h100-full"}
+    assert queues.resource_flavors(platform_args.queues(onprem()))["h100-full"]["spec"]["nodeLabels"] == {
+        "gpuaas.io/node-group": "h100-full"
+    }
 
 
 def test_the_aks_elastic_variant_plans() -> None:
@@ -150,7 +159,7 @@ def _kueue_drops(requests: set[str], prefixes: list[str]) -> set[str]:
 
 
 def _covered(cfg: StackConfig) -> set[str]:
-    return {r for t in cfg.teams for g in queues.resource_groups(cfg, t) for r in g["coveredResources"]}
+    return {r for t in cfg.teams for g in kueue_objects.resource_groups(cfg, t) for r in g["coveredResources"]}
 
 
 @pytest.mark.parametrize("stack", ["onprem", "aks-elastic", "onprem-hami", "onprem-dra"])
@@ -158,7 +167,7 @@ def test_kueue_counts_what_the_queues_cover_and_leaves_out_scratch_space_and_hug
     """A Job asking ``ephemeral-storage`` or ``hugepages-2Mi`` besides its GPUs: Kueue keeps only
     resources some ClusterQueue covers, so it can be admitted; every covered resource still counts."""
     cfg = _stacks()[stack]
-    prefixes = queues.kueue_configuration(cfg)["resources"]["excludeResourcePrefixes"]
+    prefixes = queues.kueue_configuration(platform_args.queues(cfg))["resources"]["excludeResourcePrefixes"]
     covered = _covered(cfg)
     extra = {"ephemeral-storage", "hugepages-2Mi", "hugepages-1Gi"}
     assert _kueue_drops(covered | extra, prefixes) == covered
@@ -168,5 +177,5 @@ def test_kueue_counts_what_the_queues_cover_and_leaves_out_scratch_space_and_hug
 def test_a_device_the_platform_does_not_know_still_counts(stack: str) -> None:
     """The twin: an extended resource no queue covers is not dropped (Kueue holds it: no quota)."""
     cfg = _stacks()[stack]
-    prefixes = queues.kueue_configuration(cfg)["resources"]["excludeResourcePrefixes"]
+    prefixes = queues.kueue_configuration(platform_args.queues(cfg))["resources"]["excludeResourcePrefixes"]
     assert _kueue_drops({"example.com/fpga", "nvidia.com/gpu"}, prefixes) == {"example.com/fpga", "nvidia.com/gpu"}

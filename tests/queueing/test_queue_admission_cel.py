@@ -98,7 +98,7 @@ KIND: Final = {
 
 
 def _policies(cfg: StackConfig) -> dict[str, QueuePolicy]:
-    objects = admission.queue_admission_objects(cfg)
+    objects = admission.queue_admission_objects(cfg.queues)
     out = {}
     kinds = [(group, plural) for _i, group, _v, plural, _s in admission.KINDS]
     kinds += [("apps", plural) for plural in admission.APPS_KINDS]
@@ -340,7 +340,7 @@ def test_controllers_are_configuration() -> None:
 
 
 def _guard(role: str, plural: str, cfg: StackConfig | None = None) -> QueuePolicy:
-    objects = admission.queue_admission_objects(cfg or _cfg())
+    objects = admission.queue_admission_objects((cfg or _cfg()).queues)
     group = {"pods": "", "jobs": "batch", "jobsets": "jobset.x-k8s.io", "pytorchjobs": "kubeflow.org"}[plural]
     return QueuePolicy(objects[role], KIND[plural], group, plural)
 
@@ -387,7 +387,7 @@ def test_a_controller_reference_added_on_update_is_refused() -> None:
 
 
 def test_the_owners_guard_covers_every_queued_kind() -> None:
-    objects = admission.queue_admission_objects(_cfg())
+    objects = admission.queue_admission_objects(_cfg().queues)
     rules = objects["owners-queue-policy"]["spec"]["matchConstraints"]["resourceRules"]
     assert {r["resources"][0] for r in rules} == set(KIND)
     assert all(r["operations"] == ["CREATE", "UPDATE"] for r in rules)
@@ -445,7 +445,7 @@ def test_the_kubeflow_kinds_are_held_by_run_policy() -> None:
 
 
 def test_suspend_guards_follow_the_integrations_and_kueues_namespace() -> None:
-    objects = admission.queue_admission_objects(_cfg(integrations=["batch/job", "pod"], namespace="queues"))
+    objects = admission.queue_admission_objects(_cfg(integrations=["batch/job", "pod"], namespace="queues").queues)
     assert {r for r in objects if "suspend" in r} == {"jobs-suspend-policy", "jobs-suspend-binding"}
     guard = QueuePolicy(objects["jobs-suspend-policy"], "Job", "batch", "jobs")
     held = job(pod_spec(GPU), "vision")
@@ -533,7 +533,7 @@ def test_apps_policies_cover_what_the_team_role_may_write() -> None:
         for r in rule["resources"]
         if "/" not in r and rule["apiGroups"] != [""]
     }
-    objects = admission.queue_admission_objects(cfg)
+    objects = admission.queue_admission_objects(cfg.queues)
     covered = {
         r
         for role, obj in objects.items()
@@ -595,7 +595,7 @@ def test_deployment_integrations_imply_pods() -> None:
 
 
 def test_policies_select_team_namespaces_and_their_kind() -> None:
-    objects = admission.queue_admission_objects(_cfg())
+    objects = admission.queue_admission_objects(_cfg().queues)
     for role, obj in objects.items():
         selector = (
             obj["spec"]["matchConstraints"]["namespaceSelector"]

@@ -15,10 +15,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from components import platform_args
 from components.loader import parse_config
 from components.model import hami, resources
-from components.queueing.queues import cluster_queue, kueue_configuration
+from components.queueing.queues import kueue_configuration
 from components.tenancy.quotas import quota_hard
+from tests import kueue_objects
 from tests.hami_cases import hami_raw
 
 INFERENCE = 4
@@ -59,7 +61,7 @@ def test_the_team_queue_guarantees_what_the_quota_says(q: tuple[int, int, int]) 
     cfg = _cfg(gpus, memory_gib, cores, elastic=True)
     team = cfg.teams[INFERENCE]
     nominal: dict[str, Decimal] = {}
-    for group in cluster_queue(cfg, team)["spec"]["resourceGroups"]:
+    for group in kueue_objects.cluster_queue(cfg, team)["spec"]["resourceGroups"]:
         for flavor in group["flavors"]:
             for r in flavor["resources"]:
                 if r["name"] in resources.HAMI_RESOURCES:
@@ -120,7 +122,9 @@ containers = st.lists(
 )
 
 
-TRANSFORMATIONS = kueue_configuration(_cfg(8, 80, 100, elastic=True))["resources"]["transformations"]
+TRANSFORMATIONS = kueue_configuration(platform_args.queues(_cfg(8, 80, 100, elastic=True)))["resources"][
+    "transformations"
+]
 
 
 @settings(max_examples=200, deadline=None)
