@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import pulumi
 
+from components.clusters.onprem_nodes import OnPremNodesArgs
 from components.fabric.ib_node_config import IbNodeConfigArgs
+from components.fabric.opensm import OpenSmArgs
+from components.fabric.sriov_host import SriovHostArgs
 from components.model import charts
+from components.model import hami as hami_model
 from components.model.capacity import sharing_groups, sriov_partitions
 from components.model.config import StackConfig
+from components.model.platform import OnPremPlatform
 from components.operators.gpu_operator import GpuGroup, GpuOperatorArgs, driver_enabled
+from components.operators.hami import HamiArgs
 from components.operators.network_operator import DEFAULT_CNI_NETWORK_DIRECTORY, NetworkOperatorArgs
 from components.operators.nic_cluster_policy import NicClusterPolicyArgs
 from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePluginArgs
@@ -96,4 +102,69 @@ def gpu_operator(
         observability=cfg.observability,
         release_after=release_after,
         gate=gate,
+    )
+
+
+def _onprem(cfg: StackConfig, component: str) -> OnPremPlatform:
+    """The on-prem platform section; ``component`` exists on-prem only (Platform builds it there alone)."""
+    if cfg.onprem is None:
+        raise ValueError(f"{component} is built for platform kind onprem only")
+    return cfg.onprem
+
+
+def onprem_nodes(cfg: StackConfig, *, gate: Gate = None) -> OnPremNodesArgs:
+    """The on-prem node labels: ``platform.nodeGroups`` and ``platform.nodes``."""
+    onprem = _onprem(cfg, "OnPremNodes")
+    return OnPremNodesArgs(node_groups=tuple(onprem.node_groups), nodes=tuple(onprem.nodes), gate=gate)
+
+
+def sriov_host(cfg: StackConfig, *, gate: Gate = None) -> SriovHostArgs:
+    """The SR-IOV host side: the fleet (``platform.nodeGroups``, ``nodes``, ``fabric``), the team
+    partitions' VF indices and P_Keys, ``gpuaas:network`` and ``versions``."""
+    onprem = _onprem(cfg, "SriovHost")
+    return SriovHostArgs(
+        node_groups=tuple(onprem.node_groups),
+        nodes=tuple(onprem.nodes),
+        fabric=onprem.fabric,
+        partitions=dict(sriov_partitions(cfg)),
+        network=cfg.network,
+        versions=cfg.versions,
+        gate=gate,
+    )
+
+
+def opensm(cfg: StackConfig, *, gate: Gate = None) -> OpenSmArgs:
+    """OpenSM's files: the fleet (``platform.nodeGroups``, ``nodes``, ``fabric``), the team partitions,
+    ``gpuaas:network`` and ``versions``."""
+    onprem = _onprem(cfg, "OpenSm")
+    return OpenSmArgs(
+        node_groups=tuple(onprem.node_groups),
+        nodes=tuple(onprem.nodes),
+        fabric=onprem.fabric,
+        partitions=dict(sriov_partitions(cfg)),
+        network=cfg.network,
+        versions=cfg.versions,
+        gate=gate,
+    )
+
+
+def hami(cfg: StackConfig, *, release_after: tuple[pulumi.Resource, ...] = ()) -> HamiArgs:
+    """HAMi: the first HAMi group's settings (the rules make every group agree), the declared Kubernetes
+    version, where the GPU driver comes from, and on AKS the HAMi pools' taints."""
+    settings = hami_model.settings(cfg)
+    version = cfg.platform.kubernetes_version
+    if settings is None or version is None:
+        raise ValueError("HAMi is built for a stack with a HAMi node group and platform.kubernetesVersion")
+    groups = {name for _where, name, _settings, _model in hami_model.hami_groups(cfg)}
+    pools = cfg.aks.gpu_pools if cfg.aks is not None else []
+    return HamiArgs(
+        kubernetes_version=version,
+        settings=settings,
+        versions=cfg.versions,
+        chart=chart_source(cfg, charts.HAMI),
+        operator_driver=driver_enabled(cfg.gpu_operator, aks=cfg.aks is not None),
+        gpu_operator_namespace=cfg.gpu_operator.namespace,
+        network=cfg.network,
+        taints=tuple(t for pool in pools if pool.name in groups for t in pool.taints),
+        release_after=release_after,
     )
