@@ -7,14 +7,15 @@ The GUIDs are :mod:`components.model.guids`'s arithmetic; the DaemonSet that app
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from components.k8s import Manifest
 from components.model.capacity import sriov_partitions
 from components.model.config import StackConfig
+from components.model.fabric import Fabric
 from components.model.guids import check_guids, node_guids, shard_size
-from components.model.platform import Node, OnPremPlatform
+from components.model.platform import Node, NodeGroup, OnPremPlatform
 from components.model.resources import PART_OF
 from components.model.teams import OnPremPartition
 from components.model.types import colon_guid, full_member_pkey
@@ -25,6 +26,12 @@ PKEYS_CONFIG_MAP: Final = "gpuaas-vf-pkeys"
 PKEYS_DIR: Final = "/etc/gpuaas/vf-pkeys"
 PKEYS_KEY: Final = "pkeys"
 CONFIG_HASH_ANNOTATION: Final = "gpuaas.io/config-hash"
+
+
+def fleet(node_groups: Sequence[NodeGroup], nodes: Sequence[Node], fabric: Fabric) -> OnPremPlatform:
+    """Node groups, nodes and fabric as the GUID arithmetic (:mod:`components.model.guids`) reads them:
+    the on-prem platform section, from a component's own arguments."""
+    return OnPremPlatform(kind="onprem", node_groups=list(node_groups), nodes=list(nodes), fabric=fabric)
 
 
 def guid_table(onprem: OnPremPlatform, node: Node) -> str:

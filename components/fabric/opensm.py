@@ -28,7 +28,7 @@ from typing import Final
 import pulumi
 
 from components import k8s as kube
-from components.fabric.guid_plan import CONFIG_HASH_ANNOTATION, config_hash
+from components.fabric.guid_plan import CONFIG_HASH_ANNOTATION, config_hash, fleet
 from components.fabric.partitions import fabric_partitions_conf, fleet_partitions, opensm_conf, partitions_conf, sm_conf
 from components.guards.gate import gated
 from components.k8s import Manifest, tolerations
@@ -36,7 +36,7 @@ from components.model.config import StackConfig
 from components.model.fabric import Fabric
 from components.model.guids import MAX_PLAN_BYTES
 from components.model.network import Network
-from components.model.platform import Node, NodeGroup, OnPremPlatform
+from components.model.platform import Node, NodeGroup
 from components.model.resources import PART_OF
 from components.model.teams import OnPremPartition
 from components.model.versions import Versions
@@ -245,12 +245,6 @@ class OpenSmArgs:
     """The day-2 guards (:mod:`components.guards`; the fabric guard): moved partitions wait for them.
     ``None``: no guard."""
 
-    def fleet(self) -> OnPremPlatform:
-        """The node groups, nodes and fabric as the GUID arithmetic (:mod:`components.model.guids`) reads them."""
-        return OnPremPlatform(
-            kind="onprem", node_groups=list(self.node_groups), nodes=list(self.nodes), fabric=self.fabric
-        )
-
 
 class OpenSm(pulumi.ComponentResource):
     """The OpenSM ConfigMaps, and the SM Deployment when ``fabric.opensm.deployInCluster`` is set.
@@ -266,7 +260,9 @@ class OpenSm(pulumi.ComponentResource):
     def __init__(self, name: str, args: OpenSmArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:OpenSm", name, None, opts)
         after, gate, sm = kube.depends_on(opts), args.gate, args.fabric.opensm
-        text = fabric_partitions_conf(args.fabric, fleet_partitions(args.fleet(), args.partitions.items()))
+        text = fabric_partitions_conf(
+            args.fabric, fleet_partitions(fleet(args.node_groups, args.nodes, args.fabric), args.partitions.items())
+        )
         main, *parts = text_config_maps(args.network.namespace, text, sm_conf(sm, f"{CONF_DIR}/partitions.conf"))
         self.partitions_conf = "".join(p["data"][PART_KEY] for p in parts)
         # The plain file for fabric admins (stack output, plan/onprem/opensm/) names /etc/opensm.

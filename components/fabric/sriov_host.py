@@ -57,6 +57,7 @@ from components.fabric.guid_plan import (
     PKEYS_DIR,
     PKEYS_KEY,
     config_hash,
+    fleet,
     fleet_guid_shards,
     guid_shards,
     partition_pkeys_config_map,
@@ -69,7 +70,7 @@ from components.model import resources
 from components.model.config import StackConfig
 from components.model.fabric import Fabric
 from components.model.network import Network
-from components.model.platform import Node, NodeGroup, OnPremPlatform
+from components.model.platform import Node, NodeGroup
 from components.model.teams import OnPremPartition, Team
 from components.model.types import colon_guid
 from components.model.versions import Versions
@@ -201,12 +202,6 @@ class SriovHostArgs:
     """The day-2 guards (:mod:`components.guards`; the fabric guard): a VF count, GUID or partition
     change reaches the nodes only once they passed. ``None``: no guard."""
 
-    def fleet(self) -> OnPremPlatform:
-        """The node groups, nodes and fabric as the GUID arithmetic (:mod:`components.model.guids`) reads them."""
-        return OnPremPlatform(
-            kind="onprem", node_groups=list(self.node_groups), nodes=list(self.nodes), fabric=self.fabric
-        )
-
 
 class SriovHost(pulumi.ComponentResource):
     """The GUID plan ConfigMaps (a few per node group), the P_Key table and the VF DaemonSet.
@@ -224,7 +219,7 @@ class SriovHost(pulumi.ComponentResource):
                 "allowed: 'daemonset'"
             )
         after = kube.depends_on(opts)
-        shards = fleet_guid_shards(args.fleet())
+        shards = fleet_guid_shards(fleet(args.node_groups, args.nodes, args.fabric))
         namespace = args.network.namespace
         partitions = sorted(args.partitions.items())
         # ``gate``: the day-2 fabric guard (components/guards/fabric.py); a VF count, GUID or
