@@ -80,7 +80,8 @@ class HamiArgs:
     from 1.34 it needs the DRA read rules HAMi 2.10.0 lacks. No default: it must be the cluster's."""
     settings: HamiSettings = field(default_factory=HamiSettings)
     """Slices per GPU, the memory share handed out and HAMi-core's SM policy, cluster-wide (a node group's
-    ``hami``; every HAMi group of a stack states the same)."""
+    ``hami``; every HAMi group of a stack states the same). ``driver`` must be ``devicePlugin``: this is
+    HAMi's device plugin and scheduler, not its DRA driver."""
     versions: Versions = field(default_factory=Versions)
     """HAMi's, kube-scheduler's and the certificate job's images; the GPU Operator's release (its validator's tag)."""
     chart: charts.Source = field(
@@ -348,6 +349,11 @@ class Hami(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: HamiArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:Hami", name, None, opts)
+        if args.settings.driver != "devicePlugin":
+            raise ValueError(
+                f"Hami deploys HAMi's device plugin: settings.driver is {args.settings.driver!r}, "
+                "allowed: 'devicePlugin'"
+            )
         after = kube.depends_on(opts)
         objects = hami_objects(args)
         ns = kube.apply(f"{name}-namespace", objects.pop("namespace"), kube.child(self, after))

@@ -357,6 +357,16 @@ def test_hami_refuses_a_version_that_is_not_major_minor_patch() -> None:
     assert "lab-hami-release" in objects(run(lambda: Hami("lab-hami", HamiArgs(kubernetes_version="1.34.1"))))
 
 
+def test_hami_refuses_settings_for_its_dra_driver() -> None:
+    def program(driver: str) -> Callable[[], object]:
+        settings = HamiSettings(driver=driver)
+        return lambda: Hami("lab-hami", HamiArgs(kubernetes_version="1.36.1", settings=settings))
+
+    with pytest.raises(Exception, match=r"settings\.driver is 'dra', allowed: 'devicePlugin'"):
+        run(program("dra"))
+    assert "lab-hami-release" in objects(run(program("devicePlugin")))
+
+
 # --------------------------------------------------------------------------------------------
 # Ordering and providers through ordinary ResourceOptions
 
