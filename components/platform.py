@@ -109,13 +109,21 @@ class Platform(pulumi.ComponentResource):
         #    the ConfigMaps they name: MIG Manager fails a node whose label names no config.
         #    A MIG layout change waits on the day-2 guard (components/guards/mig.py).
         if cfg.onprem is not None:
-            nodes = OnPremNodes(f"{name}-nodes", cfg, cluster_opts, depends_on=gpu_operator.configs, gate=mig_gate)
+            nodes = OnPremNodes(
+                f"{name}-nodes",
+                platform_args.onprem_nodes(cfg, gate=mig_gate),
+                _after(cluster_opts, *gpu_operator.configs),
+            )
             self._labelled.extend(nodes.patches.values())
         #    HAMi (node groups with hami), after the GPU Operator (its toolkit and RuntimeClass) and
         #    the labels that turn the Operator's device plugin off on HAMi nodes: two device
         #    plugins never advertise one node's GPUs.
         if hami.uses_hami(cfg):
-            Hami(f"{name}-hami", cfg, cluster_opts, depends_on=[gpu_operator.release, *self._labelled])
+            Hami(
+                f"{name}-hami",
+                platform_args.hami(cfg, release_after=(gpu_operator.release, *self._labelled)),
+                cluster_opts,
+            )
         # 8. SR-IOV host side and OpenSM partitions (on-prem), after the policy's NIC driver: VFs get
         #    their GUIDs, and the SM the member lists, before team NADs hand those VFs to pods.
         #    A change that moves VFs under running pods waits on the day-2 guard (components/guards/fabric.py).
@@ -124,11 +132,17 @@ class Platform(pulumi.ComponentResource):
         if cfg.onprem is not None:
             if cfg.onprem.fabric.vf_config == "daemonset":
                 sriov_host = SriovHost(
-                    f"{name}-sriov-host", cfg, cluster_opts, depends_on=[nic_cluster_policy.policy], gate=mig_gate
+                    f"{name}-sriov-host",
+                    platform_args.sriov_host(cfg, gate=mig_gate),
+                    _after(cluster_opts, nic_cluster_policy.policy),
                 )
                 team_after.append(sriov_host.daemonset)
                 fabric.extend(sriov_host.plans)
-            opensm = OpenSm(f"{name}-opensm", cfg, cluster_opts, depends_on=[network_operator.namespace], gate=mig_gate)
+            opensm = OpenSm(
+                f"{name}-opensm",
+                platform_args.opensm(cfg, gate=mig_gate),
+                _after(cluster_opts, network_operator.namespace),
+            )
             team_after.append(opensm.config_map)
             fabric.extend([*opensm.parts, opensm.config_map])
             self.exports["partitionsConf"] = opensm.partitions_conf

@@ -12,17 +12,23 @@ from __future__ import annotations
 
 import pulumi
 
+from components.clusters.onprem_nodes import OnPremNodesArgs
 from components.dra.tenancy import DraTeam, DraTenancyArgs
 from components.fabric.ib_node_config import IbNodeConfigArgs
-from components.model import charts, elastic, hami
+from components.fabric.opensm import OpenSmArgs
+from components.fabric.sriov_host import SriovHostArgs
+from components.model import charts, elastic
 from components.model import dra as dra_model
+from components.model import hami as hami_model
 from components.model.capacity import sharing_groups, sriov_partitions
 from components.model.config import StackConfig
+from components.model.platform import OnPremPlatform
 from components.model.queues import effective_integrations
 from components.model.teams import Team
 from components.observability.component import ObservabilityArgs
 from components.observability.groups import platform_groups, team_groups
 from components.operators.gpu_operator import GpuGroup, GpuOperatorArgs, driver_enabled
+from components.operators.hami import HamiArgs
 from components.operators.network_operator import DEFAULT_CNI_NETWORK_DIRECTORY, NetworkOperatorArgs
 from components.operators.nic_cluster_policy import NicClusterPolicyArgs
 from components.operators.rdma_shared_device_plugin import RdmaSharedDevicePluginArgs
@@ -115,7 +121,7 @@ def gpu_operator(
 def admission(cfg: StackConfig) -> AdmissionArgs:
     """The admission guards: on-prem the partition guard; on AKS the pool guard with the pools no team owns;
     where HAMi runs (a node group's ``hami`` with its device plugin), the HAMi guard with its core policy."""
-    settings = hami.settings(cfg) if hami.uses_hami(cfg) else None
+    settings = hami_model.settings(cfg) if hami_model.uses_hami(cfg) else None
     return AdmissionArgs(
         partitions=cfg.onprem is not None,
         node_pools=tuple(elastic.unowned_pools(cfg)) if cfg.aks is not None else None,
@@ -129,7 +135,7 @@ def team(cfg: StackConfig, t: Team) -> TeamArgs:
     return TeamArgs(
         team=t,
         quota=quota_hard(cfg, t),
-        namespace_labels={**dra_model.namespace_labels(cfg, t), **hami.namespace_labels(cfg, t)},
+        namespace_labels={**dra_model.namespace_labels(cfg, t), **hami_model.namespace_labels(cfg, t)},
         pool_taints=pool_taints(cfg, t),
     )
 
@@ -172,8 +178,8 @@ def queues(cfg: StackConfig) -> QueuesArgs:
             for team in cfg.teams
         ),
         cluster_queue_metrics=cfg.observability.enabled,
-        excluded_resource_prefixes=tuple(hami.kueue_excluded_prefixes(cfg)),
-        transformations=tuple(hami.kueue_transformations(cfg)),
+        excluded_resource_prefixes=tuple(hami_model.kueue_excluded_prefixes(cfg)),
+        transformations=tuple(hami_model.kueue_transformations(cfg)),
         device_class_mappings=tuple(dra_model.kueue_device_class_mappings(cfg)),
     )
 
@@ -215,4 +221,69 @@ def verification(cfg: StackConfig) -> VerificationArgs:
         burn_in_groups=(
             {t.key: tuple(burn_in.burn_in_groups(cfg, t)) for t in found} if cfg.verification.burn_in.enabled else {}
         ),
+    )
+
+
+def _onprem(cfg: StackConfig, component: str) -> OnPremPlatform:
+    """The on-prem platform section; ``component`` exists on-prem only (Platform builds it there alone)."""
+    if cfg.onprem is None:
+        raise ValueError(f"{component} is built for platform kind onprem only")
+    return cfg.onprem
+
+
+def onprem_nodes(cfg: StackConfig, *, gate: Gate = None) -> OnPremNodesArgs:
+    """The on-prem node labels: ``platform.nodeGroups`` and ``platform.nodes``."""
+    onprem = _onprem(cfg, "OnPremNodes")
+    return OnPremNodesArgs(node_groups=tuple(onprem.node_groups), nodes=tuple(onprem.nodes), gate=gate)
+
+
+def sriov_host(cfg: StackConfig, *, gate: Gate = None) -> SriovHostArgs:
+    """The SR-IOV host side: the fleet (``platform.nodeGroups``, ``nodes``, ``fabric``), the team
+    partitions' VF indices and P_Keys, ``gpuaas:network`` and ``versions``."""
+    onprem = _onprem(cfg, "SriovHost")
+    return SriovHostArgs(
+        node_groups=tuple(onprem.node_groups),
+        nodes=tuple(onprem.nodes),
+        fabric=onprem.fabric,
+        partitions=dict(sriov_partitions(cfg)),
+        network=cfg.network,
+        versions=cfg.versions,
+        gate=gate,
+    )
+
+
+def opensm(cfg: StackConfig, *, gate: Gate = None) -> OpenSmArgs:
+    """OpenSM's files: the fleet (``platform.nodeGroups``, ``nodes``, ``fabric``), the team partitions,
+    ``gpuaas:network`` and ``versions``."""
+    onprem = _onprem(cfg, "OpenSm")
+    return OpenSmArgs(
+        node_groups=tuple(onprem.node_groups),
+        nodes=tuple(onprem.nodes),
+        fabric=onprem.fabric,
+        partitions=dict(sriov_partitions(cfg)),
+        network=cfg.network,
+        versions=cfg.versions,
+        gate=gate,
+    )
+
+
+def hami(cfg: StackConfig, *, release_after: tuple[pulumi.Resource, ...] = ()) -> HamiArgs:
+    """HAMi: the first HAMi group's settings (the rules make every group agree), the declared Kubernetes
+    version, where the GPU driver comes from, and on AKS the HAMi pools' taints."""
+    settings = hami_model.settings(cfg)
+    version = cfg.platform.kubernetes_version
+    if settings is None or version is None:
+        raise ValueError("HAMi is built for a stack with a HAMi node group and platform.kubernetesVersion")
+    groups = {name for _where, name, _settings, _model in hami_model.hami_groups(cfg)}
+    pools = cfg.aks.gpu_pools if cfg.aks is not None else []
+    return HamiArgs(
+        kubernetes_version=version,
+        settings=settings,
+        versions=cfg.versions,
+        chart=chart_source(cfg, charts.HAMI),
+        operator_driver=driver_enabled(cfg.gpu_operator, aks=cfg.aks is not None),
+        gpu_operator_namespace=cfg.gpu_operator.namespace,
+        network=cfg.network,
+        taints=tuple(t for pool in pools if pool.name in groups for t in pool.taints),
+        release_after=release_after,
     )

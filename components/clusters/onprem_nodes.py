@@ -10,6 +10,7 @@ the AgentPool's ``node_labels`` (:func:`pool_labels`), which AKS re-applies to e
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import pulumi
@@ -20,7 +21,7 @@ from components.guards.gate import gated
 from components.model import resources
 from components.model.capacity import device_plugin_config_name, layout_name
 from components.model.config import StackConfig
-from components.model.platform import GpuPool
+from components.model.platform import GpuPool, Node, NodeGroup
 from components.model.sharing import GpuSharing
 
 #: The device-plugin config key of a node (NVIDIA/k8s-device-plugin README, "Multiple configs").
@@ -58,13 +59,28 @@ def group_labels(group: str, sharing: GpuSharing) -> dict[str, str]:
     return labels
 
 
+def labels_by_node(node_groups: Sequence[NodeGroup], nodes: Sequence[Node]) -> dict[str, dict[str, str]]:
+    """Our labels per node, by node name, from the node groups and the nodes that join them.
+
+    A node naming no group of ``node_groups`` is refused by name (the stack config's rules refuse
+    it earlier, with its key; a program building :class:`OnPremNodesArgs` by hand meets this).
+    """
+    groups = {g.name: g for g in node_groups}
+    unknown = [n for n in nodes if n.node_group not in groups]
+    if unknown:
+        raise ValueError(
+            "; ".join(f"node {n.name!r} names node group {n.node_group!r}" for n in unknown)
+            + f": not one of the node groups given ({', '.join(sorted(groups)) or 'none'})"
+        )
+    return {n.name: group_labels(n.node_group, groups[n.node_group]) for n in nodes}
+
+
 def node_labels(cfg: StackConfig) -> dict[str, dict[str, str]]:
     """Our labels per on-prem node, by node name (``{}`` on AKS, whose pools label their nodes)."""
     onprem = cfg.onprem
     if onprem is None:
         return {}
-    groups = onprem.groups_by_name
-    return {n.name: group_labels(n.node_group, groups[n.node_group]) for n in onprem.nodes}
+    return labels_by_node(onprem.node_groups, onprem.nodes)
 
 
 def pool_labels(cfg: StackConfig, pool: GpuPool) -> dict[str, str]:
@@ -93,6 +109,26 @@ def node_patch(node: str, labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class OnPremNodesArgs:
+    """Arguments of :class:`OnPremNodes`.
+
+    Ordering: ``opts.depends_on`` should hold the ConfigMaps the labels name (the GPU Operator's
+    mig-parted and device-plugin configs): MIG Manager marks a node ``nvidia.com/mig.config.state=failed``
+    when the named config does not exist yet. It is forwarded to every NodePatch.
+    """
+
+    node_groups: tuple[NodeGroup, ...] = ()
+    """The node groups (``platform.nodeGroups``): each one's GPU sharing decides its nodes' MIG layout,
+    device-plugin config and HAMi labels."""
+    nodes: tuple[Node, ...] = ()
+    """The nodes to label (``platform.nodes``), each joining one of ``node_groups`` by name; one
+    NodePatch each. None: nothing is labelled."""
+    gate: pulumi.Output[bool] | None = None
+    """The day-2 guards (:mod:`components.guards`; the MIG guard): the labels wait for them, so a MIG
+    layout change stops before a node is relabelled. ``None``: no guard."""
+
+
 class OnPremNodes(pulumi.ComponentResource):
     """One ``NodePatch`` per configured node, owning only the labels in :data:`OWNED_LABELS`.
 
@@ -100,34 +136,25 @@ class OnPremNodes(pulumi.ComponentResource):
     in :mod:`components.platform`): Pulumi becomes the field manager of exactly the fields it sends,
     so kubelet, NFD/GFD and the operators keep their labels, and deleting a patch removes only ours.
     The logical name is ``<name>-<node name>``, so reordering ``platform.nodes`` moves nothing.
-    ``depends_on`` lets the caller order the labels after the ConfigMaps they name: MIG Manager
-    marks a node ``nvidia.com/mig.config.state=failed`` when the named config does not exist yet.
-    ``gate``: the day-2 MIG guard (:mod:`components.guards.mig`); the labels wait for it to pass.
+    ``opts.depends_on`` (the ConfigMaps the labels name) reaches every patch.
     """
 
     patches: dict[str, k8s.core.v1.NodePatch]
 
-    def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        depends_on: Sequence[pulumi.Resource] = (),
-        gate: pulumi.Output[bool] | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: OnPremNodesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:OnPremNodes", name, None, opts)
+        after = kube.depends_on(opts)
         self.patches = {}
-        for node, labels in node_labels(cfg).items():
+        for node, labels in labels_by_node(args.node_groups, args.nodes).items():
             body = node_patch(node, labels)
             self.patches[node] = k8s.core.v1.NodePatch(
                 f"{name}-{node}",
-                metadata=gated(gate, body["metadata"]),
+                metadata=gated(args.gate, body["metadata"]),
                 # Dropping a node from config leaves its labels as they are: deleting the patch
                 # would remove nvidia.com/mig.config, the GPU Operator would apply its default
                 # (all-disabled) and reset the node's GPUs under its pods.
                 opts=pulumi.ResourceOptions.merge(
-                    kube.child(self, list(depends_on)), pulumi.ResourceOptions(retain_on_delete=True)
+                    kube.child(self, after), pulumi.ResourceOptions(retain_on_delete=True)
                 ),
             )
         self.register_outputs({"nodes": sorted(self.patches)})

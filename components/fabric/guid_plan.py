@@ -7,15 +7,17 @@ The GUIDs are :mod:`components.model.guids`'s arithmetic; the DaemonSet that app
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from components.k8s import Manifest
 from components.model.capacity import sriov_partitions
 from components.model.config import StackConfig
+from components.model.fabric import Fabric
 from components.model.guids import check_guids, node_guids, shard_size
-from components.model.platform import Node, OnPremPlatform
+from components.model.platform import Node, NodeGroup, OnPremPlatform
 from components.model.resources import PART_OF
+from components.model.teams import OnPremPartition
 from components.model.types import colon_guid, full_member_pkey
 
 GUIDS_CONFIG_MAP: Final = "gpuaas-vf-guids"
@@ -24,6 +26,12 @@ PKEYS_CONFIG_MAP: Final = "gpuaas-vf-pkeys"
 PKEYS_DIR: Final = "/etc/gpuaas/vf-pkeys"
 PKEYS_KEY: Final = "pkeys"
 CONFIG_HASH_ANNOTATION: Final = "gpuaas.io/config-hash"
+
+
+def fleet(node_groups: Sequence[NodeGroup], nodes: Sequence[Node], fabric: Fabric) -> OnPremPlatform:
+    """Node groups, nodes and fabric as the GUID arithmetic (:mod:`components.model.guids`) reads them:
+    the on-prem platform section, from a component's own arguments."""
+    return OnPremPlatform(kind="onprem", node_groups=list(node_groups), nodes=list(nodes), fabric=fabric)
 
 
 def guid_table(onprem: OnPremPlatform, node: Node) -> str:
@@ -37,9 +45,11 @@ def guid_table(onprem: OnPremPlatform, node: Node) -> str:
 
 def guid_plan(cfg: StackConfig) -> dict[str, str]:
     """Every node's plan, keyed by node name (sorted); every GUID of the fleet checked unique."""
-    onprem = cfg.onprem
-    if onprem is None:
-        return {}
+    return fleet_guid_plan(cfg.onprem) if cfg.onprem is not None else {}
+
+
+def fleet_guid_plan(onprem: OnPremPlatform) -> dict[str, str]:
+    """:func:`guid_plan` of one on-prem fleet (its node groups, nodes and fabric)."""
     check_guids(g for n in onprem.nodes for guids in node_guids(onprem, n).values() for g in guids)
     return {n.name: guid_table(onprem, n) for n in sorted(onprem.nodes, key=lambda n: n.name)}
 
@@ -52,17 +62,27 @@ def pkey_table(cfg: StackConfig) -> str:
     drivers/infiniband/core/sysfs.c prints ``0x%04x``), exactly what the device plugin's
     ``pKeys`` selector compares.
     """
-    rows = sorted((part.vf_index, full_member_pkey(part.pkey), team) for team, part in sriov_partitions(cfg))
+    return partition_pkey_table(sriov_partitions(cfg))
+
+
+def partition_pkey_table(partitions: Iterable[tuple[str, OnPremPartition]]) -> str:
+    """:func:`pkey_table` of ``(team name, partition)`` pairs."""
+    rows = sorted((part.vf_index, full_member_pkey(part.pkey), team) for team, part in partitions)
     return "".join(f"{vf} {key} {name}\n" for vf, key, name in rows)
 
 
 def pkeys_config_map(cfg: StackConfig) -> Manifest:
     """The :func:`pkey_table` the VF pods wait for (one small ConfigMap for the fleet)."""
+    return partition_pkeys_config_map(cfg.network.namespace, sriov_partitions(cfg))
+
+
+def partition_pkeys_config_map(namespace: str, partitions: Iterable[tuple[str, OnPremPartition]]) -> Manifest:
+    """:func:`pkeys_config_map` of ``(team name, partition)`` pairs, in ``namespace``."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": PKEYS_CONFIG_MAP, "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
-        "data": {PKEYS_KEY: pkey_table(cfg)},
+        "metadata": {"name": PKEYS_CONFIG_MAP, "namespace": namespace, "labels": dict(PART_OF)},
+        "data": {PKEYS_KEY: partition_pkey_table(partitions)},
     }
 
 
@@ -74,10 +94,12 @@ def shard_name(onprem: OnPremPlatform, node: Node) -> str:
 
 def guid_shards(cfg: StackConfig) -> dict[str, dict[str, str]]:
     """:func:`guid_plan` cut into ConfigMap-sized shards: shard name → node name → plan (all sorted)."""
-    onprem = cfg.onprem
-    if onprem is None:
-        return {}
-    plan = guid_plan(cfg)
+    return fleet_guid_shards(cfg.onprem) if cfg.onprem is not None else {}
+
+
+def fleet_guid_shards(onprem: OnPremPlatform) -> dict[str, dict[str, str]]:
+    """:func:`guid_shards` of one on-prem fleet (its node groups, nodes and fabric)."""
+    plan = fleet_guid_plan(onprem)
     shards: dict[str, dict[str, str]] = {}
     for node in sorted(onprem.nodes, key=lambda n: n.name):
         shards.setdefault(shard_name(onprem, node), {})[node.name] = plan[node.name]
@@ -89,13 +111,16 @@ def guid_config_maps(cfg: StackConfig, shards: Mapping[str, Mapping[str, str]] |
 
     ``shards``: :func:`guid_shards` when the caller has them.
     """
-    if shards is None:
-        shards = guid_shards(cfg)
+    return shard_config_maps(cfg.network.namespace, guid_shards(cfg) if shards is None else shards)
+
+
+def shard_config_maps(namespace: str, shards: Mapping[str, Mapping[str, str]]) -> list[Manifest]:
+    """:func:`guid_config_maps` of :func:`fleet_guid_shards`, in ``namespace``."""
     return [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {"name": shard, "namespace": cfg.network.namespace, "labels": dict(PART_OF)},
+            "metadata": {"name": shard, "namespace": namespace, "labels": dict(PART_OF)},
             "data": dict(data),
         }
         for shard, data in shards.items()

@@ -21,19 +21,25 @@ sweep, e.g. after ``kill -HUP``). The image must carry NVIDIA's OpenSM: per-VF p
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 import pulumi
 
 from components import k8s as kube
-from components.fabric.guid_plan import CONFIG_HASH_ANNOTATION, config_hash
-from components.fabric.partitions import opensm_conf, partitions_conf
+from components.fabric.guid_plan import CONFIG_HASH_ANNOTATION, config_hash, fleet
+from components.fabric.partitions import fabric_partitions_conf, fleet_partitions, opensm_conf, partitions_conf, sm_conf
 from components.guards.gate import gated
 from components.k8s import Manifest, tolerations
 from components.model.config import StackConfig
+from components.model.fabric import Fabric
 from components.model.guids import MAX_PLAN_BYTES
+from components.model.network import Network
+from components.model.platform import Node, NodeGroup
 from components.model.resources import PART_OF
+from components.model.teams import OnPremPartition
+from components.model.versions import Versions
 
 CONFIG_MAP: Final = "gpuaas-opensm"
 DEPLOYMENT: Final = "gpuaas-opensm"
@@ -96,15 +102,21 @@ def config_maps(cfg: StackConfig) -> list[Manifest]:
     Readers reassemble partitions.conf as ``cat`` of the parts in the listed order (README,
     "OpenSM"); the in-cluster SM does it in :data:`ASSEMBLE`.
     """
-    text = partitions_conf(cfg)
+    return text_config_maps(
+        cfg.network.namespace, partitions_conf(cfg), opensm_conf(cfg, f"{CONF_DIR}/partitions.conf")
+    )
+
+
+def text_config_maps(namespace: str, text: str, conf: str) -> list[Manifest]:
+    """:func:`config_maps` of a rendered partitions.conf ``text`` and opensm.conf ``conf``, in ``namespace``."""
     parts = split_lines(text)
-    meta = {"namespace": cfg.network.namespace, "labels": dict(PART_OF)}
+    meta = {"namespace": namespace, "labels": dict(PART_OF)}
     main: Manifest = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": CONFIG_MAP, **meta},
         "data": {
-            "opensm.conf": opensm_conf(cfg, f"{CONF_DIR}/partitions.conf"),
+            "opensm.conf": conf,
             INDEX_KEY: "".join(f"{part_name(i)}\n" for i in range(len(parts))),
             SHA256_KEY: hashlib.sha256(text.encode()).hexdigest(),
         },
@@ -128,15 +140,19 @@ def deployment(cfg: StackConfig) -> Manifest:
     onprem = cfg.onprem
     if onprem is None or onprem.fabric.opensm.node is None:
         raise ValueError("an in-cluster OpenSM needs platform.fabric.opensm.node")
-    maps = config_maps(cfg)
+    return sm_deployment(config_maps(cfg), onprem.fabric.opensm.node, cfg.network, cfg.versions)
+
+
+def sm_deployment(maps: Sequence[Manifest], node: str, network: Network, versions: Versions) -> Manifest:
+    """:func:`deployment` of the ConfigMaps :func:`text_config_maps` made, on ``node``."""
     conf = maps[0]["data"]["opensm.conf"]
     text = "".join(m["data"][PART_KEY] for m in maps[1:])
     labels = {"app.kubernetes.io/name": DEPLOYMENT, **PART_OF}
-    v = cfg.versions
+    v = versions
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": DEPLOYMENT, "namespace": cfg.network.namespace, "labels": labels},
+        "metadata": {"name": DEPLOYMENT, "namespace": network.namespace, "labels": labels},
         "spec": {
             "replicas": 1,
             "strategy": {"type": "Recreate"},
@@ -148,8 +164,8 @@ def deployment(cfg: StackConfig) -> Manifest:
                 },
                 "spec": {
                     "hostNetwork": True,
-                    "nodeSelector": {"kubernetes.io/hostname": onprem.fabric.opensm.node},
-                    "tolerations": tolerations(cfg.network),
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "tolerations": tolerations(network),
                     "initContainers": [
                         {
                             "name": "assemble-partitions",
@@ -203,30 +219,51 @@ def deployment(cfg: StackConfig) -> Manifest:
     }
 
 
-class OpenSm(pulumi.ComponentResource):
-    """The OpenSM ConfigMap, and the SM Deployment when ``deployInCluster`` is set.
+@dataclass(frozen=True, kw_only=True)
+class OpenSmArgs:
+    """Arguments of :class:`OpenSm`.
 
-    ``partitions_conf``/``opensm_conf``: the rendered texts, exported by Platform.
+    Ordering: ``opts.depends_on`` should hold the namespace the ConfigMaps go to (the Network
+    Operator's); it is forwarded to every child.
+    """
+
+    node_groups: tuple[NodeGroup, ...] = ()
+    """The node groups (``platform.nodeGroups``): each one's HCAs fix its nodes' VF GUIDs, the partitions' members."""
+    nodes: tuple[Node, ...] = ()
+    """The nodes whose VFs join the team partitions (``platform.nodes``), with their GUID-scheme ids."""
+    fabric: Fabric = field(default_factory=Fabric)
+    """The GUID scheme, the infrastructure partition and the subnet manager's settings (``platform.fabric``;
+    ``opensm.deployInCluster`` runs the SM on ``opensm.node``)."""
+    partitions: Mapping[str, OnPremPartition] = field(default_factory=dict)
+    """The team partitions by team name, one partition each in partitions.conf. None: the Default
+    partition (and the infrastructure one) only."""
+    network: Network = field(default_factory=Network)
+    """The namespace of the ConfigMaps and the in-cluster SM, and the tolerations it runs with (``gpuaas:network``)."""
+    versions: Versions = field(default_factory=Versions)
+    """The OpenSM and node tools images of the in-cluster SM."""
+    gate: pulumi.Output[bool] | None = None
+    """The day-2 guards (:mod:`components.guards`; the fabric guard): moved partitions wait for them.
+    ``None``: no guard."""
+
+
+class OpenSm(pulumi.ComponentResource):
+    """The OpenSM ConfigMaps, and the SM Deployment when ``fabric.opensm.deployInCluster`` is set.
+
+    ``partitions_conf``/``opensm_conf``: the rendered texts, exported by Platform. ``opts.depends_on``
+    (the namespace) reaches every child.
     """
 
     partitions_conf: str
     opensm_conf: str
     parts: list[pulumi.CustomResource]
 
-    def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        depends_on: Sequence[pulumi.Resource] = (),
-        gate: pulumi.Output[bool] | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: OpenSmArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:OpenSm", name, None, opts)
-        onprem = cfg.onprem
-        if onprem is None:
-            raise ValueError("OpenSM is configured by gpuaas on-prem only")
-        main, *parts = config_maps(cfg)
+        after, gate, sm = kube.depends_on(opts), args.gate, args.fabric.opensm
+        text = fabric_partitions_conf(
+            args.fabric, fleet_partitions(fleet(args.node_groups, args.nodes, args.fabric), args.partitions.items())
+        )
+        main, *parts = text_config_maps(args.network.namespace, text, sm_conf(sm, f"{CONF_DIR}/partitions.conf"))
         self.partitions_conf = "".join(p["data"][PART_KEY] for p in parts)
         # The plain file for fabric admins (stack output, plan/onprem/opensm/) names /etc/opensm.
         self.opensm_conf = main["data"]["opensm.conf"]
@@ -234,19 +271,17 @@ class OpenSm(pulumi.ComponentResource):
         # Parts first, the index naming them last: a reader never finds a name without its part.
         self.parts = [
             kube.apply(
-                f"{name}-{p['metadata']['name']}",
-                {**p, "data": gated(gate, p["data"])},
-                kube.child(self, list(depends_on)),
+                f"{name}-{p['metadata']['name']}", {**p, "data": gated(gate, p["data"])}, kube.child(self, after)
             )
             for p in parts
         ]
         self.config_map = kube.apply(
-            f"{name}-config",
-            {**main, "data": gated(gate, main["data"])},
-            kube.child(self, [*self.parts, *depends_on]),
+            f"{name}-config", {**main, "data": gated(gate, main["data"])}, kube.child(self, [*self.parts, *after])
         )
-        if onprem.fabric.opensm.deploy_in_cluster:
-            sm = deployment(cfg)
-            sm["spec"] = gated(gate, sm["spec"])
-            kube.apply(f"{name}-deployment", sm, kube.child(self, [self.config_map, *depends_on]))
-        self.register_outputs({"configMap": CONFIG_MAP, "inCluster": onprem.fabric.opensm.deploy_in_cluster})
+        if sm.deploy_in_cluster:
+            if sm.node is None:
+                raise ValueError("an in-cluster OpenSM (fabric.opensm.deploy_in_cluster) needs fabric.opensm.node")
+            deployment = sm_deployment([main, *parts], sm.node, args.network, args.versions)
+            deployment["spec"] = gated(gate, deployment["spec"])
+            kube.apply(f"{name}-deployment", deployment, kube.child(self, [self.config_map, *after]))
+        self.register_outputs({"configMap": CONFIG_MAP, "inCluster": sm.deploy_in_cluster})

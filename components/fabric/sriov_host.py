@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 import pulumi
@@ -56,17 +57,23 @@ from components.fabric.guid_plan import (
     PKEYS_DIR,
     PKEYS_KEY,
     config_hash,
-    guid_config_maps,
+    fleet,
+    fleet_guid_shards,
     guid_shards,
-    pkeys_config_map,
+    partition_pkeys_config_map,
+    shard_config_maps,
 )
 from components.fabric.vf_script import CONFIGURE_VFS
 from components.guards.gate import gated
 from components.k8s import Manifest, driver_ready_node_selector
 from components.model import resources
 from components.model.config import StackConfig
+from components.model.fabric import Fabric
+from components.model.network import Network
+from components.model.platform import Node, NodeGroup
 from components.model.teams import OnPremPartition, Team
 from components.model.types import colon_guid
+from components.model.versions import Versions
 
 PART_OF: Final = resources.PART_OF
 DAEMONSET: Final = "gpuaas-vf-config"
@@ -83,13 +90,16 @@ def daemonset(cfg: StackConfig, shards: Mapping[str, Mapping[str, str]] | None =
     Every shard is one source of a projected volume, so each pod sees ``$PLAN_DIR/<its node>``
     whichever ConfigMap holds it. ``shards``: :func:`guid_shards` when the caller has them.
     """
-    if shards is None:
-        shards = guid_shards(cfg)
+    return vf_daemonset(cfg.network, cfg.versions, guid_shards(cfg) if shards is None else shards)
+
+
+def vf_daemonset(network: Network, versions: Versions, shards: Mapping[str, Mapping[str, str]]) -> Manifest:
+    """:func:`daemonset` on ``network``'s RDMA nodes, with ``versions``' node tools, mounting ``shards``."""
     # The script, not the plan: pods pick plan changes up themselves (:data:`CONFIGURE_VFS`).
     digest = config_hash(CONFIGURE_VFS)
-    v = cfg.versions
+    v = versions
     return kube.node_daemonset(
-        cfg.network,
+        network,
         DAEMONSET,
         {
             "hostNetwork": True,
@@ -128,7 +138,7 @@ def daemonset(cfg: StackConfig, shards: Mapping[str, Mapping[str, str]] | None =
         },
         # After the containerized DOCA driver: VFs created on inbox modules vanish when the driver
         # container swaps them.
-        node_selector=driver_ready_node_selector(cfg.network),
+        node_selector=driver_ready_node_selector(network),
         # Restarting a pod leaves configured VFs alone, so a script or image change may roll a
         # tenth of the fleet at once (one at a time would outlast Pulumi's rollout wait).
         max_unavailable="10%",
@@ -166,36 +176,65 @@ def sriov_network_node_policy(cfg: StackConfig, team: Team, pf_names: Sequence[s
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class SriovHostArgs:
+    """Arguments of :class:`SriovHost`.
+
+    Ordering: ``opts.depends_on`` should hold the NicClusterPolicy (the containerized NIC driver must be
+    in place before VFs are created); it is forwarded to every child.
+    """
+
+    node_groups: tuple[NodeGroup, ...] = ()
+    """The node groups (``platform.nodeGroups``): each one's HCAs, in order, fix the HCA index in its
+    nodes' VF GUIDs and the size of its plan shards."""
+    nodes: tuple[Node, ...] = ()
+    """The nodes whose VFs are planned (``platform.nodes``), each with its GUID-scheme id and group."""
+    fabric: Fabric = field(default_factory=Fabric)
+    """VFs per HCA and the GUID scheme (``platform.fabric``); ``vfConfig`` must be ``daemonset``."""
+    partitions: Mapping[str, OnPremPartition] = field(default_factory=dict)
+    """The team partitions by team name: the P_Key each VF index must show before the SR-IOV device
+    plugin is restarted. None: the VFs are created with their GUIDs, no P_Key is awaited."""
+    network: Network = field(default_factory=Network)
+    """The RDMA nodes (selector, tolerations), the namespace and the DOCA driver's form (``gpuaas:network``)."""
+    versions: Versions = field(default_factory=Versions)
+    """The node tools image the DaemonSet runs."""
+    gate: pulumi.Output[bool] | None = None
+    """The day-2 guards (:mod:`components.guards`; the fabric guard): a VF count, GUID or partition
+    change reaches the nodes only once they passed. ``None``: no guard."""
+
+
 class SriovHost(pulumi.ComponentResource):
-    """The GUID plan ConfigMaps (a few per node group), the P_Key table and the VF DaemonSet."""
+    """The GUID plan ConfigMaps (a few per node group), the P_Key table and the VF DaemonSet.
+
+    ``opts.depends_on`` (the NicClusterPolicy) reaches every child.
+    """
 
     plans: list[pulumi.CustomResource]
 
-    def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        depends_on: Sequence[pulumi.Resource] = (),
-        gate: pulumi.Output[bool] | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: SriovHostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:SriovHost", name, None, opts)
-        onprem = cfg.onprem
-        if onprem is None or onprem.fabric.vf_config != "daemonset":
-            raise ValueError("SriovHost needs an on-prem platform with fabric.vfConfig: daemonset")
-        shards = guid_shards(cfg)
+        if args.fabric.vf_config != "daemonset":
+            raise ValueError(
+                f"SriovHost creates VFs with its DaemonSet: fabric.vf_config is {args.fabric.vf_config!r}, "
+                "allowed: 'daemonset'"
+            )
+        after = kube.depends_on(opts)
+        shards = fleet_guid_shards(fleet(args.node_groups, args.nodes, args.fabric))
+        namespace = args.network.namespace
+        partitions = sorted(args.partitions.items())
         # ``gate``: the day-2 fabric guard (components/guards/fabric.py); a VF count, GUID or
         # partition change reaches the nodes only once it passed.
         self.plans = [
             kube.apply(
                 f"{name}-{cm['metadata']['name']}",
-                {**cm, "data": gated(gate, cm["data"])},
-                kube.child(self, list(depends_on)),
+                {**cm, "data": gated(args.gate, cm["data"])},
+                kube.child(self, after),
             )
-            for cm in [*guid_config_maps(cfg, shards), pkeys_config_map(cfg)]
+            for cm in [*shard_config_maps(namespace, shards), partition_pkeys_config_map(namespace, partitions)]
         ]
         self.daemonset = kube.apply(
-            f"{name}-daemonset", daemonset(cfg, shards), kube.child(self, [*self.plans, *depends_on])
+            f"{name}-daemonset",
+            vf_daemonset(args.network, args.versions, shards),
+            kube.child(self, [*self.plans, *after]),
         )
-        self.register_outputs({"nodes": len(onprem.nodes), "configMaps": list(shards)})
+        self.register_outputs({"nodes": len(args.nodes), "configMaps": list(shards)})

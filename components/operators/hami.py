@@ -36,7 +36,7 @@ chart with these values and check what comes out. Where gpuaas departs from the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pulumi
@@ -45,8 +45,12 @@ import pulumi_kubernetes as k8s
 from components import k8s as kube
 from components.k8s import Manifest
 from components.model import charts, hami, resources
-from components.model.config import StackConfig
-from components.operators.gpu_operator import driver_enabled, operator_version
+from components.model.gpu_operator import GpuOperator as GpuOperatorConfig
+from components.model.network import Network
+from components.model.sharing import Hami as HamiSettings
+from components.model.types import Taint
+from components.model.versions import Versions
+from components.operators.gpu_operator import operator_version
 
 CHART: Final = "hami"
 #: The RuntimeClass the GPU Operator's toolkit creates (its ``operator.runtimeClass`` default).
@@ -63,6 +67,43 @@ DRA_READ_ROLE: Final = "gpuaas-hami-scheduler-dra-read"
 HELM_TIMEOUT_SECONDS: Final = 600
 
 
+@dataclass(frozen=True, kw_only=True)
+class HamiArgs:
+    """Arguments of :class:`Hami`.
+
+    Ordering: ``opts.depends_on`` is forwarded to every child; ``release_after`` holds back the release
+    and the node validation alone.
+    """
+
+    kubernetes_version: str
+    """The cluster's Kubernetes version, ``MAJOR.MINOR.PATCH`` (``1.34.4``): kube-scheduler runs at it, and
+    from 1.34 it needs the DRA read rules HAMi 2.10.0 lacks. No default: it must be the cluster's."""
+    settings: HamiSettings = field(default_factory=HamiSettings)
+    """Slices per GPU, the memory share handed out and HAMi-core's SM policy, cluster-wide (a node group's
+    ``hami``; every HAMi group of a stack states the same). ``driver`` must be ``devicePlugin``: this is
+    HAMi's device plugin and scheduler, not its DRA driver."""
+    versions: Versions = field(default_factory=Versions)
+    """HAMi's, kube-scheduler's and the certificate job's images; the GPU Operator's release (its validator's tag)."""
+    chart: charts.Source = field(
+        default_factory=lambda: charts.source(charts.Charts(), charts.chart(Versions(), CHART))
+    )
+    """Where the hami chart comes from, at its pinned version (defaults to the public repository)."""
+    operator_driver: bool = False
+    """The GPU Operator brings the GPU driver (its ``/run/nvidia/driver``, HAMi's ``nvidiaDriverRoot``);
+    off: the hosts carry it (on-prem's default; :func:`components.operators.gpu_operator.driver_enabled`)."""
+    gpu_operator_namespace: str = field(default_factory=lambda: GpuOperatorConfig().namespace)
+    """The GPU Operator's namespace, where its validator's ServiceAccount is and the node validation runs."""
+    network: Network = field(default_factory=Network)
+    """The tolerations the node validation runs with, as every node agent (``gpuaas:network``)."""
+    taints: tuple[Taint, ...] = ()
+    """The HAMi nodes' taints (``key[=value]:Effect``, the AKS pools' ``taints``), tolerated by HAMi's device
+    plugin and the node validation, each once in order. None on-prem."""
+    release_after: tuple[pulumi.Resource, ...] = ()
+    """What the release and the node validation wait for: the GPU Operator release (its toolkit,
+    RuntimeClass and validator ServiceAccount) and the node labels that turn its device plugin off on
+    HAMi nodes, so two device plugins never advertise one node's GPUs."""
+
+
 def image(repository: str, tag: str) -> dict[str, str]:
     """The chart's ``{registry, repository, tag}`` for ``repository`` (``docker.io/projecthami/hami``).
 
@@ -75,39 +116,34 @@ def image(repository: str, tag: str) -> dict[str, str]:
     return {"registry": "", "repository": repository, "tag": tag}
 
 
-def kubernetes_version(cfg: StackConfig) -> tuple[int, int, int]:
-    """The declared version as numbers; the rules made it ``MAJOR.MINOR.PATCH`` for a HAMi stack."""
-    text = cfg.platform.kubernetes_version
-    assert text is not None, "rules: a HAMi stack declares platform.kubernetesVersion"
-    major, minor, patch = (int(n) for n in text.split("."))
+def kubernetes_version(args: HamiArgs) -> tuple[int, int, int]:
+    """The declared version as numbers (the stack's rules made it ``MAJOR.MINOR.PATCH`` for a HAMi stack)."""
+    parts = args.kubernetes_version.split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"kubernetes_version {args.kubernetes_version!r}: want MAJOR.MINOR.PATCH, e.g. 1.34.4")
+    major, minor, patch = (int(n) for n in parts)
     return major, minor, patch
 
 
-def scheduler_tag(cfg: StackConfig) -> str:
+def scheduler_tag(args: HamiArgs) -> str:
     """``v1.34.4``: kube-scheduler at the cluster's declared version (registry.k8s.io tags so)."""
-    return "v" + ".".join(str(n) for n in kubernetes_version(cfg))
+    return "v" + ".".join(str(n) for n in kubernetes_version(args))
 
 
-def tolerations(cfg: StackConfig) -> list[dict[str, str]]:
-    """Tolerations of the HAMi GPU pools' taints (AKS), each once, in pool order; on-prem none."""
-    if cfg.aks is None:
-        return []
-    names = {name for _w, name, _h, _m in hami.hami_groups(cfg)}
+def tolerations(args: HamiArgs) -> list[dict[str, str]]:
+    """Tolerations of the HAMi nodes' taints, each once, in order."""
     out: list[dict[str, str]] = []
-    for pool in cfg.aks.gpu_pools:
-        if pool.name in names:
-            for t in pool.taints:
-                tol = kube.taint_toleration(t)
-                if tol not in out:
-                    out.append(tol)
+    for t in args.taints:
+        tol = kube.taint_toleration(t)
+        if tol not in out:
+            out.append(tol)
     return out
 
 
-def hami_values(cfg: StackConfig) -> dict[str, Any]:
+def hami_values(args: HamiArgs) -> dict[str, Any]:
     """Helm values of the HAMi chart (see the module docstring for every departure from its defaults)."""
-    s = hami.settings(cfg)
-    assert s is not None, "hami_values of a stack without HAMi"
-    v = cfg.versions
+    s = args.settings
+    v = args.versions
     own = image(v.hami_image, v.hami)
     certgen = image(v.webhook_certgen_image, v.webhook_certgen)
     device_plugin: dict[str, Any] = {
@@ -123,9 +159,9 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
         "nvidiaNodeSelector": dict(resources.HAMI_NODE_LABELS),
         "service": {"type": "ClusterIP"},
     }
-    if driver_enabled(cfg.gpu_operator, aks=cfg.aks is not None):
+    if args.operator_driver:
         device_plugin["nvidiaDriverRoot"] = OPERATOR_DRIVER_ROOT
-    if tols := tolerations(cfg):
+    if tols := tolerations(args):
         device_plugin["tolerations"] = tols
     return {
         "resourceName": resources.HAMI_GPU,
@@ -139,7 +175,7 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
             "leaderElect": True,
             "replicas": 1,
             "kubeScheduler": {
-                "image": image(v.kube_scheduler_image, scheduler_tag(cfg)),
+                "image": image(v.kube_scheduler_image, scheduler_tag(args)),
             },
             "extender": {"image": dict(own)},
             "admissionWebhook": {
@@ -154,10 +190,9 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
     }
 
 
-def namespace(cfg: StackConfig) -> Manifest:
+def namespace() -> Manifest:
     """HAMi's namespace, Pod Security ``privileged`` (its device plugin is a privileged host agent
     with ``hostPID``), and out of HAMi's webhook's sight."""
-    del cfg
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
@@ -172,9 +207,9 @@ def namespace(cfg: StackConfig) -> Manifest:
     }
 
 
-def needs_dra_read(cfg: StackConfig) -> bool:
+def needs_dra_read(args: HamiArgs) -> bool:
     """kube-scheduler of the declared version starts DRA informers (1.34 and later)."""
-    return kubernetes_version(cfg)[:2] >= DRA_INFORMERS_FROM
+    return kubernetes_version(args)[:2] >= DRA_INFORMERS_FROM
 
 
 def dra_read_role() -> Manifest:
@@ -225,7 +260,7 @@ def _validation(component: str, env: dict[str, str], mounts: list[dict[str, Any]
     }
 
 
-def node_validation_daemonset(cfg: StackConfig) -> Manifest:
+def node_validation_daemonset(args: HamiArgs) -> Manifest:
     """The GPU Operator's driver and toolkit validations on HAMi nodes, where its validator is off.
 
     gpu-operator v26.7.0 renders one validator DaemonSet for the cluster; its ``plugin-validation``
@@ -243,7 +278,7 @@ def node_validation_daemonset(cfg: StackConfig) -> Manifest:
     Operator's dcgm-exporter and HAMi's device plugin wait for. Whole-GPU nodes keep the Operator's
     validator, device-plugin validation and all.
     """
-    ref = f"{VALIDATOR_IMAGE}:{operator_version(cfg.versions)}"
+    ref = f"{VALIDATOR_IMAGE}:{operator_version(args.versions)}"
     validations: dict[str, Any] = {
         "name": "run-nvidia-validations",
         "mountPath": VALIDATIONS_DIR,
@@ -261,7 +296,7 @@ def node_validation_daemonset(cfg: StackConfig) -> Manifest:
         "serviceAccountName": VALIDATOR_SERVICE_ACCOUNT,
         "runtimeClassName": RUNTIME_CLASS,
         # The Operator's validator's own toleration, and the HAMi pools' taints.
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, *tolerations(cfg)],
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, *tolerations(args)],
         "initContainers": [
             _validation("driver", {"WITH_WAIT": "true"}, driver_mounts, ref),
             _validation("toolkit", {"NVIDIA_VISIBLE_DEVICES": "all", "WITH_WAIT": "false"}, [validations], ref),
@@ -286,20 +321,18 @@ def node_validation_daemonset(cfg: StackConfig) -> Manifest:
         ],
     }
     return kube.node_daemonset(
-        cfg.network,
+        args.network,
         NODE_VALIDATION,
         pod,
         node_selector=resources.HAMI_NODE_LABELS,
-        namespace=cfg.gpu_operator.namespace,
+        namespace=args.gpu_operator_namespace,
     )
 
 
-def hami_objects(cfg: StackConfig) -> dict[str, Manifest]:
-    """HAMi's objects besides the release, by role; empty without HAMi."""
-    if not hami.uses_hami(cfg):
-        return {}
-    out = {"namespace": namespace(cfg)}
-    if needs_dra_read(cfg):
+def hami_objects(args: HamiArgs) -> dict[str, Manifest]:
+    """HAMi's objects besides the release, by role."""
+    out = {"namespace": namespace()}
+    if needs_dra_read(args):
         out.update({"dra-read-role": dra_read_role(), "dra-read-binding": dra_read_binding()})
     return out
 
@@ -308,35 +341,37 @@ class Hami(pulumi.ComponentResource):
     """HAMi's namespace, its chart as a pinned Helm release, the scheduler's DRA read RBAC, and the
     GPU Operator's driver and toolkit validations on HAMi nodes (:func:`node_validation_daemonset`).
 
-    ``depends_on``: the GPU Operator release (HAMi's device plugin waits for its toolkit and uses
-    its RuntimeClass) and the node labels that turn the Operator's device plugin off on HAMi nodes
-    (two device plugins must never advertise one node's GPUs).
+    ``opts.depends_on`` reaches every child; ``args.release_after`` (the GPU Operator release and the
+    HAMi nodes' labels) holds back the release and the node validation.
     """
 
     release: k8s.helm.v3.Release
 
-    def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        depends_on: Sequence[pulumi.Resource] = (),
-    ) -> None:
+    def __init__(self, name: str, args: HamiArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:Hami", name, None, opts)
-        objects = hami_objects(cfg)
-        ns = kube.apply(f"{name}-namespace", objects.pop("namespace"), kube.child(self))
+        if args.settings.driver != "devicePlugin":
+            raise ValueError(
+                f"Hami deploys HAMi's device plugin: settings.driver is {args.settings.driver!r}, "
+                "allowed: 'devicePlugin'"
+            )
+        after = kube.depends_on(opts)
+        objects = hami_objects(args)
+        ns = kube.apply(f"{name}-namespace", objects.pop("namespace"), kube.child(self, after))
         # The RBAC first: the scheduler pod would otherwise start without its DRA reads and wait.
-        rbac = [kube.apply(f"{name}-{role}", m, kube.child(self, [ns])) for role, m in objects.items()]
+        rbac = [kube.apply(f"{name}-{role}", m, kube.child(self, [*after, ns])) for role, m in objects.items()]
         # After the GPU Operator: it creates the validator's ServiceAccount this runs as.
-        kube.apply(f"{name}-node-validation", node_validation_daemonset(cfg), kube.child(self, list(depends_on)))
+        kube.apply(
+            f"{name}-node-validation",
+            node_validation_daemonset(args),
+            kube.child(self, [*after, *args.release_after]),
+        )
         self.release = kube.helm_release(
             f"{name}-release",
-            charts.source(cfg.charts, charts.chart(cfg.versions, CHART)),
+            args.chart,
             release=hami.RELEASE,
             namespace=hami.NAMESPACE,
-            values=hami_values(cfg),
+            values=hami_values(args),
             timeout=HELM_TIMEOUT_SECONDS,
-            opts=kube.child(self, [ns, *rbac, *depends_on]),
+            opts=kube.child(self, [*after, ns, *rbac, *args.release_after]),
         )
         self.register_outputs({"namespace": hami.NAMESPACE, "release": self.release.name})

@@ -224,7 +224,7 @@ def _gpu_operator(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions 
 
 def _onprem_nodes(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:
     cfg = stack_config("OnPremNodes", args)
-    c = OnPremNodesComponent(name, cfg, opts, depends_on=_after(opts))
+    c = OnPremNodesComponent(name, platform_args.onprem_nodes(cfg), opts)
     return c, {"nodes": sorted(c.patches)}
 
 

@@ -27,6 +27,7 @@ from typing import Any, Final
 import pytest
 import yaml
 
+from components import platform_args
 from components.model import hami, resources
 from components.operators import hami as hami_operator
 from components.plan.offline import Run, run_program, stack_config
@@ -184,7 +185,7 @@ def test_the_gpu_operators_driver_and_toolkit_validations_want_the_hami_node_alo
     """Where the Operator's own validator is off (it would wait for nvidia.com/gpu*, issue 34), gpuaas's
     node validation runs: on the HAMi node, not on the whole-GPU node, which keeps the Operator's."""
     kube = fleet.kube
-    ns = hami_operator.node_validation_daemonset(hami_cfg())["metadata"]["namespace"]
+    ns = hami_operator.node_validation_daemonset(platform_args.hami(hami_cfg()))["metadata"]["namespace"]
     # The GPU Operator creates its validator's ServiceAccount (assets/state-operator-validation/0100_*.yaml).
     sa = {
         "apiVersion": "v1",

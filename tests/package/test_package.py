@@ -243,7 +243,7 @@ OTHERS: dict[str, tuple[dict[str, Any], Any]] = {
         {"platform": ONPREM, "network": STANDALONE},
         lambda cfg: RdmaSharedDevicePlugin("c", platform_args.rdma_shared_device_plugin(cfg)),
     ),
-    "OnPremNodes": ({"platform": ONPREM}, lambda cfg: OnPremNodes("c", cfg)),
+    "OnPremNodes": ({"platform": ONPREM}, lambda cfg: OnPremNodes("c", platform_args.onprem_nodes(cfg))),
     "Platform": ({"platform": ONPREM, "teams": [TEAM]}, lambda cfg: Platform("c", cfg)),
 }
 OTHERS_STACK: dict[str, dict[str, Any]] = {
