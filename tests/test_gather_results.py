@@ -235,16 +235,19 @@ def test_gather_against_a_fake_kubectl() -> None:
     pods = {
         "verify-ib-client": ["verify-ib-client-x7k2p"],
         "verify-nccl": ["verify-nccl-1-b", "verify-nccl-0-a"],
-        "isolation-vision-to-inference": ["isolation-vision-to-inference-q1"],
-        "isolation-vision-to-inference-server": ["isolation-vision-to-inference-server-z9"],
     }
     logs = {
         "verify-ib-client-x7k2p": IB_CLIENT_LOG,
         "verify-nccl-0-a": _nccl_pod_log(0, 47.93, 0, True),
         "verify-nccl-1-b": _nccl_pod_log(1, 47.93, 0, True),
-        "isolation-vision-to-inference-q1": PROBE_BLOCKED_LOG,
-        "isolation-vision-to-inference-server-z9": SERVER_QUIET,
     }
+    # vision (the one verifying team) probes every other partition.
+    servers = ("inference", "language", "platform-qa", "research", "speech")
+    for s in servers:
+        pods[f"isolation-vision-to-{s}"] = [f"isolation-vision-to-{s}-q1"]
+        pods[f"isolation-vision-to-{s}-server"] = [f"isolation-vision-to-{s}-server-z9"]
+        logs[f"isolation-vision-to-{s}-q1"] = PROBE_BLOCKED_LOG
+        logs[f"isolation-vision-to-{s}-server-z9"] = SERVER_QUIET
     seen: list[list[str]] = []
 
     def kubectl(args: Sequence[str]) -> str | None:
@@ -264,7 +267,7 @@ def test_gather_against_a_fake_kubectl() -> None:
         ("positive", "vision", "nccl gdr", True),
         ("positive", "vision", "nccl rdma", True),
         ("positive", "vision", "nccl tcp", True),
-        ("negative", "vision", "isolation -> inference", True),
+        *[("negative", "vision", f"isolation -> {s}", True) for s in servers],
     ]
     assert ["get", "job", "-n", "vision", "verify-nccl", "-o", "json"] in seen
     assert ["get", "job", "-n", "inference", "isolation-vision-to-inference-server", "-o", "json"] in seen

@@ -62,7 +62,7 @@ def _nodes(cfg: StackConfig, group: str) -> list[str]:
     return sorted(n.name for n in onprem.nodes if n.node_group == group)
 
 
-def _how_to_drain(cfg: StackConfig, group: str) -> str:
+def how_to_drain(cfg: StackConfig, group: str) -> str:
     nodes = _nodes(cfg, group)
     if nodes:
         shown = " ".join(nodes[:5]) + (f" … ({len(nodes)} nodes)" if len(nodes) > 5 else "")
@@ -90,7 +90,7 @@ def check(
     issues: list[Issue] = []
     warnings: list[str] = []
     before = previous or {}
-    moved = _moved_nodes(cfg, before, previous_nodes or {})
+    moved = moved_nodes(cfg, before, previous_nodes or {})
     for where, name, sharing, model in sharing_groups(cfg):
         key = f"gpuaas:{where}.mig"
         now = layout_name(sharing)
@@ -103,7 +103,7 @@ def check(
                     Issue(
                         key,
                         f"changes {name} from MIG layout {was!r} to {now!r}, which re-partitions its GPUs. "
-                        f"{_how_to_drain(cfg, name)}, then set {key}.reconfigure: true for this run "
+                        f"{how_to_drain(cfg, name)}, then set {key}.reconfigure: true for this run "
                         "(and back to false after)",
                     )
                 )
@@ -143,7 +143,7 @@ def check(
     return sorted(issues), warnings
 
 
-def _moved_nodes(
+def moved_nodes(
     cfg: StackConfig, before: Mapping[str, str], before_nodes: Mapping[str, str]
 ) -> list[tuple[int, str, str, str]]:
     """``(index, node, new group, old layout)`` of nodes whose layout changes by a group move.
@@ -202,7 +202,7 @@ def _hami_first_disable_mig(cfg: StackConfig, group: str, was: str, key: str) ->
         f"turns {group} from MIG layout {was!r} straight to HAMi: HAMi turns MIG Manager off on its nodes "
         "(nvidia.com/gpu.deploy.mig-manager=false), so their GPUs would stay in MIG mode, which HAMi's device "
         f"plugin does not share. Two runs: first remove hami and set {key}.layout: all-disabled with "
-        f"{key}.reconfigure: true, and run it. {_how_to_drain(cfg, group)} first. Then add hami"
+        f"{key}.reconfigure: true, and run it. {how_to_drain(cfg, group)} first. Then add hami"
     )
 
 

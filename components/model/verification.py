@@ -50,6 +50,7 @@ class Verification(Model):
     aks_pools: bool = False
     """Also run the NCCL proof on every AKS GPU pool."""
     isolation_pairs: list[IsolationPair] | None = None
-    """Negative isolation probes. Unset: each target against the next other partition by name; ``[]``: none."""
+    """Negative isolation probes. Unset: each verified target against every other partition whose quota admits the
+    probe's server pod (adding a team adds only its own probes); ``[]``: none."""
     burn_in: BurnIn = BurnIn()
     """The recurring NCCL burn-in (off by default)."""

@@ -785,7 +785,7 @@ class VerificationConfig(TypedDict):
     aks_pools: NotRequired[bool]
     """Also run the NCCL proof on every AKS GPU pool. Defaults to `false`."""
     isolation_pairs: NotRequired[list[IsolationPairConfig]]
-    """Negative isolation probes. Unset: each target against the next other partition by name; ``[]``: none."""
+    """Negative isolation probes. Unset: each verified target against every other partition whose quota admits the probe's server pod (adding a team adds only its own probes); ``[]``: none."""
     burn_in: NotRequired[BurnInConfig]
     """The recurring NCCL burn-in (off by default)."""
 

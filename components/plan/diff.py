@@ -141,8 +141,8 @@ def render(diff: PlanDiff, base: Mapping[str, str], head: Mapping[str, str], tit
             lines.append(f"  {marks[path]} {path}{suffix}")
     lines.append("")
     text = "\n".join(lines) + "\n"
-    for path in sorted(marks):
-        text += "".join(
+    diffs = {
+        path: list(
             difflib.unified_diff(
                 base.get(path, "").splitlines(keepends=True),
                 head.get(path, "").splitlines(keepends=True),
@@ -150,9 +150,54 @@ def render(diff: PlanDiff, base: Mapping[str, str], head: Mapping[str, str], tit
                 tofile=f"head/{path}" if path in head else "/dev/null",
             )
         )
+        for path in sorted(marks)
+    }
+    for body in _long_lines_once(diffs).values():
+        text += "".join(body)
         if not text.endswith("\n"):
             text += "\n\\ No newline at end of file\n"
     return text
+
+
+def _changed(line: str) -> bool:
+    """An added or removed line of a unified diff (not its ``---``/``+++`` header)."""
+    return line[:1] in "+-" and not line.startswith(("+++ ", "--- "))
+
+
+#: A changed line longer than this is shown once in the report (:func:`_long_lines_once`).
+LONG_LINE = 200
+
+
+def _long_lines_once(diffs: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    """Each long added or removed line in full once; where it recurs (indented or not) in another
+    file, a pointer to it.
+
+    partitions.conf is written three times (``opensm/partitions.conf``, the in-cluster SM's
+    ConfigMap, the ``partitionsConf`` output), and each of its lines lists a partition's GUIDs on
+    every HCA of every node (2,441 characters at 24 nodes): one team added showed each such line
+    three times. The full line stays where it stands unindented (the file as a file, the one an
+    operator loads), else in the first file that has it.
+    """
+    found: dict[tuple[str, str], list[tuple[str, bool]]] = defaultdict(list)
+    for path, body in diffs.items():
+        for line in body:
+            if _changed(line) and len(line.strip()) > LONG_LINE:
+                text = line[1:].rstrip("\n")
+                found[(line[0], text.strip())].append((path, text == text.strip()))
+    home = {key: next((p for p, unindented in where if unindented), where[0][0]) for key, where in found.items()}
+    out: dict[str, list[str]] = {}
+    for path, body in diffs.items():
+        out[path] = []
+        for line in body:
+            key = (line[:1], line[1:].strip())
+            if _changed(line) and key in home and home[key] != path:
+                indent = line[1 : len(line) - len(line[1:].lstrip())]
+                out[path].append(
+                    f"{line[0]}{indent}… the same {len(key[1])}-character line as in {home[key]} (shown there once)\n"
+                )
+            else:
+                out[path].append(line)
+    return out
 
 
 # --------------------------------------------------------------------------------------------

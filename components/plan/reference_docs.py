@@ -17,6 +17,7 @@ changes no page.
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from components.model.config import StackConfig
 from components.model.versions import Versions
 from components.observability.groups import rule_groups
 from components.observability.promql import Alert, Recording
-from components.plan import reference
+from components.plan import reference, rule_index
 from components.plan.offline import ROOT
 
 DOCS = ROOT / "docs"
@@ -186,7 +187,27 @@ def versions_block() -> str:
     return "\n".join(out) + "\n"
 
 
+def rules_block() -> str:
+    """Per rule area (:mod:`components.rules`): what it checks (its module's first docstring line)
+    and the keys it names, as the config reference links them."""
+    by_area: dict[str, list[str]] = {a: [] for a in rule_index.AREAS}
+    for where, key in reference.config_keys():
+        for area in rule_index.areas_naming(where, key):
+            by_area[area].append(f"{reference.plain(where)}.{key}")
+    out: list[str] = []
+    for area in rule_index.AREAS:
+        module = importlib.import_module(f"components.rules.{area}")
+        doc = re.sub(r"``([^`]+)``", r"`\1`", " ".join((module.__doc__ or "").strip().split("\n\n")[0].split()))
+        doc = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", doc)
+        keys = ", ".join(f"`{k}`" for k in sorted(set(by_area[area]))) or "none by name"
+        out.extend(
+            [f"#### {area} rules", "", f"`components/rules/{area}.py`: {doc}", "", f"Keys it names: {keys}.", ""]
+        )
+    return "\n".join(out)
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
+    "rules": rules_block,
     "config": config_block,
     "outputs": outputs_block,
     "alerts": alerts_block,

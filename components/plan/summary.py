@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from components.clusters.aks import pool_capacity
 from components.dra import claims
-from components.fabric import multus
+from components.fabric import multus, opensm
 from components.model import dra, elastic, resources
 from components.model.accounting import gpu_kinds
 from components.model.capacity import (
@@ -75,6 +75,37 @@ def target(cfg: StackConfig) -> str:
     return (
         f"{how} {aks.cluster_name!r} in resource group {aks.resource_group.name!r} ({group}), subscription "
         f"{aks.subscription_id}, location {aks.location}"
+    )
+
+
+#: The page that says how to get partitions.conf onto each kind of subnet manager.
+SM_NOTES = "docs/notes/subnet-manager.md"
+
+
+def subnet_manager(cfg: StackConfig) -> str | None:
+    """On-prem: which subnet manager enforces the teams' partitions, and what the operator must do.
+
+    Outside the cluster (the default) nothing of the plan reaches the SM: until someone installs
+    partitions.conf there and the SM has swept it, no team VF carries its P_Key and every VF pod
+    waits. The summary says so where the reviewer reads what the plan targets.
+    """
+    onprem = cfg.onprem
+    if onprem is None:
+        return None
+    sm = onprem.fabric.opensm
+    teams = sum(isinstance(t.partition, OnPremPartition) for t in cfg.teams)
+    if sm.deploy_in_cluster:
+        return (
+            f"Subnet manager: NVIDIA OpenSM in the cluster (Deployment {opensm.DEPLOYMENT} in "
+            f"{cfg.network.namespace!r}, on node {sm.node}); it reads partitions.conf ({teams} team partitions) from "
+            f"the ConfigMap {opensm.CONFIG_MAP} and its parts and restarts when they change: no operator action "
+            f"(stop any other SM on the fabric; {SM_NOTES})"
+        )
+    return (
+        "Subnet manager: outside the cluster (UFM, NVIDIA OpenSM on a host, or a managed switch; "
+        "platform.fabric.opensm.deployInCluster is off). OPERATOR ACTION after every change of opensm/: install "
+        f"opensm/partitions.conf ({teams} team partitions) on it and make it re-read the file (kill -HUP on the "
+        f"opensm process); until then the team VFs carry no P_Key and VF pods wait ({SM_NOTES})"
     )
 
 
@@ -190,6 +221,9 @@ def render_summary(
     out.append(f"gpuaas offline plan — stack {run.stack} ({p.kind})")
     out.append(f"{total} resources, {len(files)} plan files. No cluster, cloud or credentials were contacted.")
     out.append(f"Target: {target(cfg)}")
+    sm = subnet_manager(cfg)
+    if sm is not None:
+        out.append(sm)
     if guards is not None:
         out.append(guards)
     out.extend(warnings)

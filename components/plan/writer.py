@@ -29,6 +29,7 @@ from typing import Any
 import pulumi
 import yaml
 
+from components.guards.disruptions import disruptions, guard_warnings
 from components.loader import parse_stack, render_located
 from components.model import yamlfile
 from components.model.config import StackConfig
@@ -335,11 +336,16 @@ WARNING = "WARNING: "
 
 
 def plan_warnings(cfg: StackConfig, last: Mapping[str, Any] | None) -> list[str]:
-    """What a reviewer must read before anything else: a deploy this plan cannot have."""
+    """What a reviewer must read before anything else: a deploy this plan cannot have, the changes
+    against the last run that evict pods or move their VFs, and the day-2 guards' warnings (a
+    ``reconfigure`` left on), which `pulumi up` only logs. The plan diff and its pull-request
+    comment put these lines at their top."""
     out: list[str] = []
     ended = past_end(cfg, REVIEWED)
     if ended is not None:
         out.append(f"{WARNING}PLAN ONLY: `pulumi up` refuses this stack: {ended}")
+    out += [WARNING + line for line in disruptions(cfg, last)]
+    out += [WARNING + line for line in guard_warnings(cfg, last)]
     return out
 
 

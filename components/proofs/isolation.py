@@ -48,33 +48,39 @@ _PROBE_ARGS = f'-d "$dev" -F --report_gbits -s 65536 -n 100 -p {PERFTEST_PORT}'
 PROBE_DEADLINE_SECONDS: Final = 1200
 
 
-def _default_server(
+def _default_servers(
     client: Target, domains: dict[str, str], everyone: dict[str, Target], no_rdma: set[str]
-) -> str | None:
-    """The next key by name after ``client`` (wrapping) of the same kind, in another partition, whose
-    quota admits the server pod (one RDMA device).
+) -> list[str]:
+    """Every key of the same kind as ``client`` (teams, or AKS pools) in another partition whose quota
+    admits the server pod (one RDMA device), by name.
 
-    By name, not by config order, so that reordering teams never moves a probe.
+    Every one, not one chosen among them: a pair is kept or dropped by its two ends alone, so adding,
+    removing or reordering a team adds or removes only the probes that involve it. Choosing one
+    server per client (the next partition by name) could not: a team inserted between ``llm`` and
+    ``vision`` turned ``llm→vision`` into ``llm→speech``, and every such re-pairing deletes and
+    recreates three objects in two namespaces (a one-team change became an 882-line plan diff). The
+    cost is one probe per verifying target and other partition: ``verify`` is opt-in, and on-prem the
+    partitions are bounded by the VFs per HCA.
     """
     pool_kind = client.namespace == POOL_NAMESPACE
-    keys = sorted(k for k, t in everyone.items() if (t.namespace == POOL_NAMESPACE) == pool_kind and k not in no_rdma)
-    later = [k for k in keys if k > client.key] + [k for k in keys if k < client.key]
-    return next((k for k in later if domains.get(k) != domains.get(client.key)), None)
+    return sorted(
+        k
+        for k, t in everyone.items()
+        if (t.namespace == POOL_NAMESPACE) == pool_kind
+        and k not in no_rdma
+        and domains.get(k) != domains.get(client.key)
+    )
 
 
 def isolation_probes(cfg: StackConfig) -> list[Probe]:
-    """The configured probes (``verification.isolationPairs``), or by default one per target: against
-    the next other partition by name. Pairs the rules refuse are left out here."""
+    """The configured probes (``verification.isolationPairs``), or by default from every verifying
+    target into every other partition (:func:`_default_servers`). Pairs the rules refuse are left out here."""
     domains = isolation_domains(cfg)
     everyone = every_target(cfg)
     pairs = cfg.verification.isolation_pairs
     if pairs is None:
-        keys = []
         no_rdma = {t.name for t in cfg.teams if t.quota.rdma < 1}
-        for t in targets(cfg):
-            server = _default_server(t, domains, everyone, no_rdma)
-            if server is not None:
-                keys.append((t.key, server))
+        keys = [(t.key, server) for t in targets(cfg) for server in _default_servers(t, domains, everyone, no_rdma)]
     else:
         keys = [(p.client, p.server) for p in pairs]
     out: list[Probe] = []

@@ -79,7 +79,11 @@ def test_a_team_with_a_partition_changes_what_the_guide_says(last_run: Path, tmp
     run, diff = _plan_against(last_run, tmp_path, config)
     assert run.outputs["teams"]["robotics"]["quota"]["requests.nvidia.com/sriov8007"] == "8"
     assert diff.removed == []
-    assert [p for p in diff.added if diff.owner[p][0] != "robotics"] == ["k8s/_cluster/Node-gpu-node-07.patch.yaml"]
+    # vision (the verifying team) probes the new partition; no other probe changes (issue 35 item 11).
+    assert [p for p in diff.added if diff.owner[p][0] != "robotics"] == [
+        "k8s/_cluster/Node-gpu-node-07.patch.yaml",
+        "k8s/vision/Job-isolation-vision-to-robotics.yaml",
+    ]
     quotas = {p.split("/")[1] for p in diff.changed if p.endswith("ResourceQuota-gpuaas-team-quota.yaml")}
     assert quotas == {"language", "speech", "research", "inference"}  # the guide's list; vision, platform-qa stay
     rest = sorted(p for p in diff.changed if not p.endswith("ResourceQuota-gpuaas-team-quota.yaml"))

@@ -8,9 +8,9 @@ import pytest
 
 from components.loader import parse_config
 from components.model.errors import ConfigError
-from components.plan.summary import target
+from components.plan.summary import subnet_manager, target
 from components.plan.writer import main, plan_target, write_tree
-from tests.conftest import raw_stack, stack_path
+from tests.conftest import ROOT, raw_stack, stack_path
 
 ONPREM = stack_path("onprem")
 
@@ -178,3 +178,23 @@ def test_previous_outputs_that_are_not_yaml_are_one_line(tmp_path: Path, capsys:
         )
         == 0
     )
+
+
+def test_summary_names_the_subnet_manager_and_the_operators_action(tmp_path: Path) -> None:
+    """Issue 35 item 13: outside the cluster, partitions.conf reaches the SM only by hand."""
+    assert main(["onprem", "--stack-file", str(stack_path("onprem")), "--out", str(tmp_path), "--quiet"]) == 0
+    line = (tmp_path / "onprem" / "summary.txt").read_text().splitlines()[3]
+    assert line.startswith("Subnet manager: outside the cluster (UFM, NVIDIA OpenSM on a host, or a managed switch;")
+    assert "OPERATOR ACTION after every change of opensm/: install opensm/partitions.conf (6 team partitions)" in line
+    assert "docs/notes/subnet-manager.md" in line and (ROOT / "docs/notes/subnet-manager.md").is_file()
+
+
+def test_an_in_cluster_subnet_manager_needs_no_operator_action_and_aks_has_none() -> None:
+    raw = raw_stack("onprem")
+    raw["platform"]["fabric"]["opensm"] = {"deployInCluster": True, "node": "gpu-node-01"}
+    line = subnet_manager(parse_config(raw))
+    assert line is not None and line.startswith(
+        "Subnet manager: NVIDIA OpenSM in the cluster (Deployment gpuaas-opensm"
+    )
+    assert "on node gpu-node-01" in line and "no operator action" in line and "OPERATOR ACTION" not in line
+    assert subnet_manager(parse_config(raw_stack("aks"))) is None

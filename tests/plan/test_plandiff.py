@@ -123,3 +123,46 @@ def test_a_bad_base_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "holds no plan of stack onprem" in capsys.readouterr().err
     assert main(["--stack", "..", "--base", str(empty), "--out", str(tmp_path / "d")]) == 2
     assert "is not a stack name" in capsys.readouterr().err
+
+
+def test_adding_a_partitioned_team_changes_no_other_team_and_shows_its_partition_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35 item 11: the base is the stack without speech, the head the stack as it is."""
+    config = fixture_config("onprem")
+    config["gpuaas:teams"] = [t for t in config["gpuaas:teams"] if t["name"] != "speech"]
+    without = tmp_path / "Pulumi.without.yaml"
+    without.write_text(yaml.safe_dump({"config": config}))
+    write_plan("onprem", tmp_path / "base", stack_file=without)
+    write_plan("onprem", tmp_path / "head", stack_file=stack_path("onprem"))
+    out = tmp_path / "diff"
+    rc = main(
+        ["--stack", "onprem", "--base", str(tmp_path / "base"), "--head", str(tmp_path / "head"), "--out", str(out)]
+    )
+    printed = capsys.readouterr().out
+    assert rc == 1
+    teams = [line for line in printed.splitlines() if line.startswith("team ")]
+    # vision (the verifying team) gains its probe into speech; nothing of it changes, no probe moves.
+    assert [t.split(":")[0] for t in teams] == ["team speech", "team vision"]
+    assert teams[0].endswith(" added, 0 changed, 0 removed")
+    assert teams[1] == "team vision: 1 added, 0 changed, 0 removed"
+    assert "  + k8s/vision/Job-isolation-vision-to-speech.yaml  (verification)" in printed
+    # speech's partitions.conf line (its GUIDs on every HCA of every node) in full once, where the
+    # file an operator loads has it; the ConfigMap and the stack output point there.
+    line = next(
+        x for x in (tmp_path / "head/onprem/opensm/partitions.conf").read_text().splitlines() if x.startswith("speech=")
+    )
+    assert len(line) > 200
+    assert printed.count(line) == 1
+    assert f"+{line}\n" in printed.split("+++ head/opensm/partitions.conf")[1]
+    pointer = f"… the same {len(line)}-character line as in opensm/partitions.conf (shown there once)"
+    assert printed.count(pointer) == 2
+
+
+def test_a_long_line_in_one_file_only_is_shown_in_full() -> None:
+    long = "x" * 300
+    base = {"a.conf": "short\n", "b.yaml": "k: |\n  short\n"}
+    head = {"a.conf": f"{long}\n", "b.yaml": "k: |\n  other\n"}
+    report = render(compare(base, head), base, head, "t")
+    assert f"+{long}\n" in report and "the same" not in report
+    assert "+  other\n" in report  # a short line is shown wherever it changes

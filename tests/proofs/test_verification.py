@@ -464,14 +464,16 @@ def test_plan_has_the_proofs_as_children_of_verification(run_of: Callable[[str],
         "vision": {
             "ib_write_bw": "vision/verify-ib-client",
             "nccl": "vision/verify-nccl",
-            "isolation:inference": "vision/isolation-vision-to-inference",
+            **{f"isolation:{s}": f"vision/isolation-vision-to-{s}" for s in OTHERS},
         }
     }
     probes = {r.name: r for r in run.records if r.name.startswith("gpuaas-verification-isolation-")}
-    assert sorted(probes) == [
-        f"gpuaas-verification-isolation-vision-to-inference-{role}" for role in ("client", "server", "service")
-    ]
-    assert {r.inputs["metadata"]["namespace"] for r in probes.values()} == {"vision", "inference"}
+    assert sorted(probes) == sorted(
+        f"gpuaas-verification-isolation-vision-to-{s}-{role}"
+        for s in OTHERS
+        for role in ("client", "server", "service")
+    )
+    assert {r.inputs["metadata"]["namespace"] for r in probes.values()} == {"vision", *OTHERS}
     assert not any(r.type == "kubernetes:batch/v1:CronJob" for r in run.records)  # burn-in is off by default
 
 
@@ -485,18 +487,17 @@ def _with(which: str, **verification: Any) -> StackConfig:
     return parse_config(raw)
 
 
-def test_default_probe_is_each_target_against_the_next_partition_by_name(
+#: The onprem sample's teams other than vision (its one verifying team), each in its own partition.
+OTHERS = ("inference", "language", "platform-qa", "research", "speech")
+
+
+def test_default_probes_go_from_each_verifying_target_into_every_other_partition(
     cfg_of: Callable[[str], StackConfig],
 ) -> None:
-    # onprem: teams by name are inference, language, platform-qa, research, speech, vision; after vision
-    # comes (wrapping) inference.
-    (p,) = isolation.isolation_probes(cfg_of("onprem"))
-    assert (p.client.key, p.server.key, p.client_domain, p.server_domain) == (
-        "vision",
-        "inference",
-        "P_Key 0x0001",
-        "P_Key 0x0005",
-    )
+    probes = isolation.isolation_probes(cfg_of("onprem"))
+    assert [(p.client.key, p.server.key) for p in probes] == [("vision", s) for s in OTHERS]
+    p = probes[0]
+    assert (p.client_domain, p.server_domain) == ("P_Key 0x0001", "P_Key 0x0005")
     # The server is a team without verify: its target exists for the probe alone.
     assert (p.server.namespace, p.server.rdma_resource, p.server.network) == (
         "inference",
@@ -507,7 +508,7 @@ def test_default_probe_is_each_target_against_the_next_partition_by_name(
     assert (a.client.key, a.server.key, a.server.pool) == ("training", "finetune", "ndh100b")
 
 
-def test_aks_pools_probe_each_pool_against_the_next_pool() -> None:
+def test_aks_pools_probe_each_pool_against_every_other_pool() -> None:
     got = [(p.client.key, p.server.key) for p in isolation.isolation_probes(aks_with_pools())]
     assert got == [("training", "finetune"), ("pool-ndh100a", "pool-ndh100b"), ("pool-ndh100b", "pool-ndh100a")]
 
@@ -534,8 +535,8 @@ def test_default_probe_skips_a_team_whose_quota_admits_no_rdma_device() -> None:
     raw = raw_stack("onprem")
     inference = next(t for t in raw["teams"] if t["name"] == "inference")
     inference["quota"]["rdma"] = 0
-    (p,) = isolation.isolation_probes(parse_config(raw))
-    assert (p.client.key, p.server.key) == ("vision", "language")
+    got = [(p.client.key, p.server.key) for p in isolation.isolation_probes(parse_config(raw))]
+    assert got == [("vision", s) for s in OTHERS if s != "inference"]
 
 
 def test_one_partition_only_has_nothing_to_probe() -> None:
@@ -546,7 +547,7 @@ def test_one_partition_only_has_nothing_to_probe() -> None:
 
 def test_probe_pods_each_in_their_own_namespace_with_their_own_network(cfg_of: Callable[[str], StackConfig]) -> None:
     cfg = cfg_of("onprem")
-    (p,) = isolation.isolation_probes(cfg)
+    p = isolation.isolation_probes(cfg)[0]  # vision into inference
     m = isolation.probe_manifests(cfg, p)
     client, server, svc = m["client"], m["server"], m["service"]
     for job, t in ((client, p.client), (server, p.server)):
