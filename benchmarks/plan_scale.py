@@ -95,15 +95,19 @@ def synthetic_config(nodes: int, teams: int, vfs: int = 6, elastic: bool = False
     }
 
 
-def one_case(nodes: int, teams: int, vfs: int, elastic: bool = False) -> dict[str, Any]:
-    """Run in a child process: the plan of one synthetic fleet, measured."""
+def one_case(nodes: int, teams: int, vfs: int, elastic: bool = False, write: Path | None = None) -> dict[str, Any]:
+    """Run in a child process: the plan of one synthetic fleet, measured.
+
+    ``write``: after measuring, write the plan files and summary there (to compare two versions'
+    plans byte for byte with ``diff -r``).
+    """
     sys.path.insert(0, str(ROOT))
     from components.loader import gpuaas_section, parse_config
     from components.plan.api_limits import object_size_issues, size_problems
     from components.plan.index import resource_counts
     from components.plan.offline import gc_paused, run_program
     from components.plan.summary import render_summary
-    from components.plan.writer import manifest, plan_files
+    from components.plan.writer import manifest, plan_files, write_tree
 
     config = synthetic_config(nodes, teams, vfs, elastic)
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -114,8 +118,10 @@ def one_case(nodes: int, teams: int, vfs: int, elastic: bool = False) -> dict[st
         run = run_program("bench", config=config)
         files = plan_files(run)
         object_size_issues([manifest(r) for r in run.records if r.custom and "kind" in r.inputs], config)
-        render_summary(cfg, run, resource_counts(run), files)
+        summary = render_summary(cfg, run, resource_counts(run), files)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    if write is not None:
+        write_tree(write, {**files, "summary.txt": summary})
     conf = str(run.outputs.get("partitionsConf") or "")
     oversized = [
         f"{r.name}: {problem}"
@@ -153,12 +159,13 @@ def main() -> int:
     parser.add_argument("--case", nargs=4, type=int, metavar=("NODES", "TEAMS", "VFS", "ELASTIC"))
     parser.add_argument("--json", type=Path, default=ROOT / "bench-out" / "plan_scale.json")
     parser.add_argument("--cores", type=int, default=CORES, help="pin each case to this many CPUs (default 2)")
+    parser.add_argument("--write", type=Path, help="with --case: write its plan files here after measuring")
     args = parser.parse_args()
     if args.case:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cores])
         nodes, teams, vfs, elastic = args.case
-        print(json.dumps(one_case(nodes, teams, vfs, bool(elastic))))
+        print(json.dumps(one_case(nodes, teams, vfs, bool(elastic), args.write)))
         return 0
     rows = []
     for nodes, teams, vfs, elastic in CASES:
