@@ -154,13 +154,55 @@ def one_case(nodes: int, teams: int, vfs: int, elastic: bool = False, write: Pat
     }
 
 
+#: Issue 37: validation linear in nodes and teams. (nodes, teams), each doubling the last.
+VALIDATION_CASES = [(1000, 256), (2000, 512), (4000, 1024), (8000, 2048), (16000, 4096)]
+
+
+def validation_rows(cases: list[tuple[int, int]] = VALIDATION_CASES, repeats: int = 3) -> list[dict[str, Any]]:
+    """CPU time of validating each synthetic fleet (elastic on) from scratch: the median of ``repeats``.
+
+    Validation is the one step of a plan that is not per resource: a rule comparing every node with
+    every other (a ``list.count`` per node was, until issue 37) grows with the square of the fleet.
+    """
+    sys.path.insert(0, str(ROOT))
+    from components import loader
+
+    rows = []
+    for nodes, teams in cases:
+        config = synthetic_config(nodes, teams, 6, True)
+        times = []
+        for _ in range(repeats):
+            loader._VALIDATED.clear()  # from scratch: the memo would answer a repeat at once
+            cpu = time.process_time()
+            loader.parse_stack(config, plan=True)
+            times.append(time.process_time() - cpu)
+        rows.append({"nodes": nodes, "teams": teams, "cpu_s": round(sorted(times)[len(times) // 2], 3)})
+    return rows
+
+
+def validation_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per fleet: its validation CPU, and the factor over the fleet half its size (target: at most x2)."""
+    lines = []
+    for half, r in zip([None, *rows], rows, strict=False):
+        step = f", x{r['cpu_s'] / half['cpu_s']:.2f} of {half['nodes']}/{half['teams']}" if half else ""
+        lines.append(f"validation {r['nodes']:>6} nodes / {r['teams']:>5} teams: {r['cpu_s']:.3f} s CPU{step}")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", nargs=4, type=int, metavar=("NODES", "TEAMS", "VFS", "ELASTIC"))
     parser.add_argument("--json", type=Path, default=ROOT / "bench-out" / "plan_scale.json")
     parser.add_argument("--cores", type=int, default=CORES, help="pin each case to this many CPUs (default 2)")
     parser.add_argument("--write", type=Path, help="with --case: write its plan files here after measuring")
+    parser.add_argument(
+        "--validation", action="store_true", help="only validation's CPU time, 1000/256 to 16000/4096 (issue 37)"
+    )
     args = parser.parse_args()
+    if args.validation:
+        for line in validation_lines(validation_rows()):
+            print(line)
+        return 0
     if args.case:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cores])
