@@ -60,6 +60,8 @@ class Record:
     #: The aliases the program gave (``ResourceOptions.aliases``), each as its protobuf text form: what
     #: lets a resource whose type or parent changed keep its state (tests/test_urns.py).
     aliases: list[str] = field(default_factory=list)
+    #: The provider plugin's version the registration asks for (``ResourceOptions.version``).
+    version: str = ""
 
 
 class _Mocks(pulumi.runtime.Mocks):
@@ -159,6 +161,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 retain_on_delete=bool(request.retainOnDelete),
                 secret_outputs=list(request.additionalSecretOutputs),
                 aliases=[*request.aliasURNs, *(str(a).replace("\n", " ").strip() for a in request.aliases)],
+                version=request.version,
             )
         )
         return resource_pb2.RegisterResourceResponse(urn=urn, id=id_ or "", object=obj_proto)
