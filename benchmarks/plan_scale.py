@@ -95,27 +95,36 @@ def synthetic_config(nodes: int, teams: int, vfs: int = 6, elastic: bool = False
     }
 
 
-def one_case(nodes: int, teams: int, vfs: int, elastic: bool = False) -> dict[str, Any]:
-    """Run in a child process: the plan of one synthetic fleet, measured."""
+def one_case(nodes: int, teams: int, vfs: int, elastic: bool = False, write: Path | None = None) -> dict[str, Any]:
+    """Run in a child process: the plan of one synthetic fleet, measured.
+
+    ``write``: after measuring, write the plan files and summary there (to compare two versions'
+    plans byte for byte with ``diff -r``).
+    """
     sys.path.insert(0, str(ROOT))
     from components.loader import gpuaas_section, parse_config
     from components.plan.api_limits import object_size_issues, size_problems
     from components.plan.index import resource_counts
     from components.plan.offline import gc_paused, run_program
     from components.plan.summary import render_summary
-    from components.plan.writer import manifest, plan_files
+    from components.plan.writer import manifest, plan_files, write_tree
 
     config = synthetic_config(nodes, teams, vfs, elastic)
     start, cpu_start = time.perf_counter(), time.process_time()
     cfg = parse_config(gpuaas_section(config))
+    validation_cpu = time.process_time() - cpu_start
     # What components.plan.writer.write_plan does, less the disk: the summary too (issue 21, item
     # 14: its elastic-quota table was what grew with teams squared) and the object-size check.
     with gc_paused():
         run = run_program("bench", config=config)
+        dump_start = time.process_time()
         files = plan_files(run)
+        dump_cpu = time.process_time() - dump_start
         object_size_issues([manifest(r) for r in run.records if r.custom and "kind" in r.inputs], config)
-        render_summary(cfg, run, resource_counts(run), files)
+        summary = render_summary(cfg, run, resource_counts(run), files)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    if write is not None:
+        write_tree(write, {**files, "summary.txt": summary})
     conf = str(run.outputs.get("partitionsConf") or "")
     oversized = [
         f"{r.name}: {problem}"
@@ -144,8 +153,47 @@ def one_case(nodes: int, teams: int, vfs: int, elastic: bool = False) -> dict[st
         "plan_files": len(files),
         "wall_s": round(wall, 2),
         "cpu_s": round(cpu, 2),
+        # Issue 37's floor, a lower bound of it: validating the config and writing the same objects with
+        # the plan writer's own dumper, without the SDK (the renderers' own cost not counted, so the
+        # ratio cpu_s / floor_cpu_s is an upper bound of the plan's cost over its floor).
+        "floor_cpu_s": round(validation_cpu + dump_cpu, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+#: Issue 37: validation linear in nodes and teams. (nodes, teams), each doubling the last.
+VALIDATION_CASES = [(1000, 256), (2000, 512), (4000, 1024), (8000, 2048), (16000, 4096)]
+
+
+def validation_rows(cases: list[tuple[int, int]] = VALIDATION_CASES, repeats: int = 3) -> list[dict[str, Any]]:
+    """CPU time of validating each synthetic fleet (elastic on) from scratch: the median of ``repeats``.
+
+    Validation is the one step of a plan that is not per resource: a rule comparing every node with
+    every other (a ``list.count`` per node was, until issue 37) grows with the square of the fleet.
+    """
+    sys.path.insert(0, str(ROOT))
+    from components import loader
+
+    rows = []
+    for nodes, teams in cases:
+        config = synthetic_config(nodes, teams, 6, True)
+        times = []
+        for _ in range(repeats):
+            loader._VALIDATED.clear()  # from scratch: the memo would answer a repeat at once
+            cpu = time.process_time()
+            loader.parse_stack(config, plan=True)
+            times.append(time.process_time() - cpu)
+        rows.append({"nodes": nodes, "teams": teams, "cpu_s": round(sorted(times)[len(times) // 2], 3)})
+    return rows
+
+
+def validation_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per fleet: its validation CPU, and the factor over the fleet half its size (target: at most x2)."""
+    lines = []
+    for half, r in zip([None, *rows], rows, strict=False):
+        step = f", x{r['cpu_s'] / half['cpu_s']:.2f} of {half['nodes']}/{half['teams']}" if half else ""
+        lines.append(f"validation {r['nodes']:>6} nodes / {r['teams']:>5} teams: {r['cpu_s']:.3f} s CPU{step}")
+    return lines
 
 
 def main() -> int:
@@ -153,12 +201,20 @@ def main() -> int:
     parser.add_argument("--case", nargs=4, type=int, metavar=("NODES", "TEAMS", "VFS", "ELASTIC"))
     parser.add_argument("--json", type=Path, default=ROOT / "bench-out" / "plan_scale.json")
     parser.add_argument("--cores", type=int, default=CORES, help="pin each case to this many CPUs (default 2)")
+    parser.add_argument("--write", type=Path, help="with --case: write its plan files here after measuring")
+    parser.add_argument(
+        "--validation", action="store_true", help="only validation's CPU time, 1000/256 to 16000/4096 (issue 37)"
+    )
     args = parser.parse_args()
+    if args.validation:
+        for line in validation_lines(validation_rows()):
+            print(line)
+        return 0
     if args.case:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cores])
         nodes, teams, vfs, elastic = args.case
-        print(json.dumps(one_case(nodes, teams, vfs, bool(elastic))))
+        print(json.dumps(one_case(nodes, teams, vfs, bool(elastic), args.write)))
         return 0
     rows = []
     for nodes, teams, vfs, elastic in CASES:

@@ -73,7 +73,48 @@ def apply(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions |
         return _CustomObject(name, manifest, opts)
     if cls is None:
         return k8s.apiextensions.CustomResource(name, api_version=api, kind=kind, opts=opts, **fields)
+    generic = GENERIC.get((api, kind))
+    if generic is not None:
+        return _BuiltinObject(name, generic, manifest, opts)
     return cls(name, opts=opts, **{_snake(k): v for k, v in fields.items()})  # type: ignore[no-any-return]
+
+
+#: The built-in kinds a fleet registers by the thousand (a ResourceQuota per team and pool kind, a
+#: RoleBinding per team), registered as a generic ``CustomResource`` with the typed class's own type
+#: token, properties, provider version and aliases: the typed classes' argument objects and type
+#: translation were half the SDK's cost per resource (0.91 -> 0.46 ms per RoleBinding; issue 37).
+#: Kind -> (type token, the typed class's aliases). tests/plan/test_generic_kinds.py proves every
+#: registration equal to the typed class's (inputs, options, aliases, version) for both stacks.
+GENERIC: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
+    ("v1", "ResourceQuota"): ("kubernetes:core/v1:ResourceQuota", ()),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): (
+        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
+        (
+            "kubernetes:rbac.authorization.k8s.io/v1alpha1:RoleBinding",
+            "kubernetes:rbac.authorization.k8s.io/v1beta1:RoleBinding",
+        ),
+    ),
+}
+
+
+class _BuiltinObject(pulumi.CustomResource):
+    """A built-in kind of :data:`GENERIC`, registered as its typed class would register it."""
+
+    def __init__(
+        self,
+        name: str,
+        generic: tuple[str, tuple[str, ...]],
+        manifest: Mapping[str, Any],
+        opts: pulumi.ResourceOptions | None,
+    ) -> None:
+        token, aliases = generic
+        # As the typed class: the provider's defaults (its version) first, the caller's options, then its aliases.
+        merged = pulumi.ResourceOptions.merge(k8s._utilities.get_resource_opts_defaults(), opts)
+        if aliases:
+            merged = pulumi.ResourceOptions.merge(
+                merged, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=a) for a in aliases])
+            )
+        super().__init__(token, name, dict(manifest), merged)
 
 
 class _CustomObject(pulumi.CustomResource):

@@ -29,7 +29,8 @@ from components.model.azure_grammar import normal_location
 from components.model.config import KNOWN_CONFIG_NAMESPACES, StackConfig
 from components.model.errors import ConfigError, Issue, Loc, from_validation_error, path
 from components.model.grammar import control_character_issues
-from components.rules import check
+from components.rules import check, undated
+from components.rules import versions as version_rules
 from components.rules.versions import os_sku_warnings, past_end, support_warnings
 
 NAMESPACE = "gpuaas"
@@ -169,23 +170,49 @@ def parse_config(raw: Mapping[str, Any], today: datetime.date = kubernetes.REVIE
     so loudly instead): a lagging cluster's team must see the plan its upgrade starts from; the
     deploy refuses it.
     """
-    booleans = list(typewalk.booleans(dict(raw), StackConfig))
-    controls = sorted(set(control_character_issues(dict(raw))) | {issue for _loc, issue in booleans})
-    if booleans:  # checked without them: a boolean taken as 1 would only invent other problems
-        raw = copy.deepcopy(dict(raw))
-        for loc, _issue in booleans:
-            _remove(raw, list(loc))
-    try:
-        cfg = StackConfig.model_validate(dict(raw))
-    except ValidationError as err:
-        issues = from_validation_error(err, allowed_keys())
-        raise ConfigError(_merge(controls, set(issues) | set(_rules_beside(raw, err, today)))) from None
-    issues = check(cfg, today)
+    key = _content_key(raw)
+    hit = _VALIDATED.get(key) if key is not None else None
+    if hit is not None:
+        cfg, static = hit
+        controls: list[Issue] = []
+    else:
+        booleans = list(typewalk.booleans(dict(raw), StackConfig))
+        controls = sorted(set(control_character_issues(dict(raw))) | {issue for _loc, issue in booleans})
+        if booleans:  # checked without them: a boolean taken as 1 would only invent other problems
+            raw = copy.deepcopy(dict(raw))
+            for loc, _issue in booleans:
+                _remove(raw, list(loc))
+        try:
+            cfg = StackConfig.model_validate(dict(raw))
+        except ValidationError as err:
+            issues = from_validation_error(err, allowed_keys())
+            raise ConfigError(_merge(controls, set(issues) | set(_rules_beside(raw, err, today)))) from None
+        static = undated(cfg)
+        if key is not None and not controls:
+            _VALIDATED.clear()
+            _VALIDATED[key] = (cfg, static)
+    issues = sorted(set(static) | set(version_rules.check(cfg, today)))
     if plan:
         issues = [i for i in issues if i != past_end(cfg, today)]
     if issues or controls:
         raise ConfigError(_merge(controls, issues))
     return cfg
+
+
+#: The last config validated, by its content: a plan validates the stack before the program runs
+#: (components/plan/writer.py), and the program again (``load_config``); at 4000 nodes / 1024 teams
+#: that was 0.6 s twice (issue 37). Only what does not depend on the day is kept (the version rule
+#: runs every time); the model is frozen, so both callers may share it.
+_VALIDATED: dict[str, tuple[StackConfig, list[Issue]]] = {}
+
+
+def _content_key(raw: Mapping[str, Any]) -> str | None:
+    """``raw`` as canonical JSON, a memo key that tells apart whatever validation could (``1``,
+    ``1.0`` and ``true``; a date and its text); None when it cannot be written so (then no memo)."""
+    try:
+        return json.dumps(raw, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return None
 
 
 def _merge(first: list[Issue], rest: Any) -> list[Issue]:

@@ -4,7 +4,8 @@ and the hooks that keep a run from passing by not running (``tests/run_guards.py
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,14 @@ def _own_stacks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setattr(offline, "stack_file", _ROOT_STACK_FILE)
     else:
         monkeypatch.setattr(writer, "own_file", stack_path)
+
+
+@pytest.fixture(autouse=True)
+def _thaw() -> Iterator[None]:
+    """A run freezes what it leaves alive (components/plan/offline.py ``gc_paused``); this process
+    lives on, so after each test its garbage becomes collectable again."""
+    yield
+    gc.unfreeze()
 
 
 def qualified(raw: dict[str, Any]) -> dict[str, Any]:

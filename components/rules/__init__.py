@@ -37,7 +37,13 @@ def check(cfg: StackConfig, today: date = kubernetes.REVIEWED) -> list[Issue]:
     callers that do not pass it judge as of the day the version table was reviewed, so a test or a
     tool gives the same answer on any day. ``__main__.py`` passes the clock.
     """
-    issues: list[Issue] = list(versions.check(cfg, today))
+    return sorted(set(versions.check(cfg, today)) | set(undated(cfg)))
+
+
+def undated(cfg: StackConfig) -> list[Issue]:
+    """Every cross-field problem of ``cfg`` but the dated ones (:mod:`components.rules.versions`):
+    what a content-keyed memo may keep across days (components/loader.py ``parse_config``)."""
+    issues: list[Issue] = []
     for rule in (
         tenancy.check,
         platform.check,

@@ -25,15 +25,17 @@ def _onprem(p: OnPremPlatform) -> Iterator[Issue]:
         i = [g.name for g in p.node_groups].index(dup)
         yield Issue(config_key(f"platform.nodeGroups[{i}]", "name"), f"duplicate node group {dup!r}")
     names = [n.name for n in p.nodes]
-    ids = [n.id for n in p.nodes]
+    # Each name's and id's first node, found once: counting per node was quadratic (1.3 s at 8000 nodes; issue 37).
+    first_name: dict[str, int] = {}
+    first_id: dict[int, int] = {}
     scheme = p.fabric.guid_scheme
     for i, n in enumerate(p.nodes):
-        if names.count(n.name) > 1 and names.index(n.name) != i:
+        if first_name.setdefault(n.name, i) != i:
             yield Issue(config_key(f"platform.nodes[{i}]", "name"), f"duplicate node {n.name!r}")
-        if ids.count(n.id) > 1 and ids.index(n.id) != i:
+        if (first := first_id.setdefault(n.id, i)) != i:
             yield Issue(
                 config_key(f"platform.nodes[{i}]", "id"),
-                f"{n.id} is already the id of {names[ids.index(n.id)]!r}; node ids must be unique (they seed VF GUIDs)",
+                f"{n.id} is already the id of {names[first]!r}; node ids must be unique (they seed VF GUIDs)",
             )
         if n.id >= 1 << scheme.node_bits:
             yield Issue(
@@ -81,7 +83,7 @@ def _onprem(p: OnPremPlatform) -> Iterator[Issue]:
     sm = f.opensm
     if sm.deploy_in_cluster and sm.node is None:
         yield Issue("gpuaas:platform.fabric.opensm.node", "is required when deployInCluster is true")
-    if sm.node is not None and sm.node not in names:
+    if sm.node is not None and sm.node not in first_name:
         yield Issue("gpuaas:platform.fabric.opensm.node", f"{sm.node!r} is not one of platform.nodes")
 
 
@@ -116,7 +118,7 @@ def _aks(p: AksPlatform) -> Iterator[Issue]:
             "true, but existingCluster is true: an existing cluster's resource group exists already; "
             "set resourceGroup.create: false",
         )
-    names = [x.name for x in p.gpu_pools]
+    first_pool: dict[str, int] = {}
     for i, pool in enumerate(p.gpu_pools):
         where = f"platform.gpuPools[{i}]"
         for key in sorted(set(pool.labels) & resources.OWNED_NODE_LABELS):
@@ -124,7 +126,7 @@ def _aks(p: AksPlatform) -> Iterator[Issue]:
                 config_key(where, f'labels["{key}"]'),
                 f"{pool.labels[key]!r}: gpuaas sets this label from the pool's name and GPU sharing; remove it",
             )
-        if pool.name == sp.name or (names.count(pool.name) > 1 and names.index(pool.name) != i):
+        if first_pool.setdefault(pool.name, i) != i or pool.name == sp.name:
             yield Issue(config_key(where, "name"), f"duplicate pool name {pool.name!r}")
         sku = ND_SKUS.get(pool.vm_size)
         ib = sorted(s.vm_size for s in ND_SKUS.values() if s.ib_gbps_per_gpu)

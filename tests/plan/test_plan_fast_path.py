@@ -84,3 +84,25 @@ def test_gc_paused_restores_the_callers_state_even_on_error() -> None:
         assert not gc.isenabled()  # a caller that had it off keeps it off
     finally:
         gc.enable()
+
+
+def test_gc_paused_freezes_the_runs_heap_before_collection_resumes() -> None:
+    # Issue 37: without the freeze, the first young collection after the pause walks the whole run.
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    with gc_paused():
+        kept = [[i] for i in range(1000)]
+        assert gc.get_freeze_count() == 0  # nothing frozen while the run goes on
+    assert gc.get_freeze_count() >= len(kept)
+    assert gc.get_count()[0] < len(kept)  # the young generation no longer holds the run
+    gc.unfreeze()
+
+
+def test_a_nested_pause_leaves_freezing_to_the_one_that_resumes_collection() -> None:
+    gc.unfreeze()
+    with gc_paused():
+        with gc_paused():
+            kept = [[i] for i in range(1000)]
+        assert gc.get_freeze_count() == 0 and not gc.isenabled()
+    assert gc.get_freeze_count() >= len(kept)
+    gc.unfreeze()
