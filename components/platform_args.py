@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pulumi
 
-from components.clusters import aks
+from components.clusters import nd_pools
 from components.clusters.aks import AksClusterArgs, AksNdPoolArgs
 from components.fabric.ib_node_config import IbNodeConfigArgs
 from components.model import charts
@@ -103,7 +103,7 @@ def gpu_operator(
 
 def aks_cluster(cfg: StackConfig, gate: Gate = None) -> AksClusterArgs:
     """The AKS cluster: ``gpuaas:platform`` (kind ``aks``) but its GPU pools, which are :func:`aks_nd_pools`."""
-    p = aks.aks_platform(cfg)
+    p = nd_pools.aks_platform(cfg)
     return AksClusterArgs(
         cluster_name=p.cluster_name,
         resource_group=p.resource_group,
@@ -131,7 +131,7 @@ def aks_nd_pools(
     pools after it); ``None`` names the config's. With ``existingCluster`` the pools already exist: the
     caller creates none (the args still describe them).
     """
-    p = aks.aks_platform(cfg)
+    p = nd_pools.aks_platform(cfg)
     return tuple(
         AksNdPoolArgs(
             resource_group_name=p.resource_group.name if resource_group_name is None else resource_group_name,
@@ -143,8 +143,8 @@ def aks_nd_pools(
             min_count=pool.min_count,
             max_count=pool.max_count,
             taints=tuple(pool.taints),
-            labels=aks.node_labels(cfg, pool),
-            tags=aks.autoscaler_tags(cfg, pool),
+            labels=nd_pools.node_labels(cfg, pool),
+            tags=nd_pools.autoscaler_tags(cfg, pool),
             gate=gate,
         )
         for pool in p.gpu_pools

@@ -8,9 +8,10 @@ or an existing one, named by its resource group and cluster name. Each takes its
 config onto them.
 
 Functional core, thin shell: :func:`managed_cluster_args`, :func:`system_pool_profile`,
-:func:`agent_pool_args`, :func:`node_labels`, :func:`autoscaler_tags`, :func:`pool_capacity` and
-:func:`decode_kubeconfig` are pure and tested without Pulumi; the components only turn their results
-into pulumi-azure-native v3 resources (REST 2025-09-01).
+:func:`agent_pool_args` and :func:`decode_kubeconfig` are pure and tested without Pulumi; the
+components only turn their results into pulumi-azure-native v3 resources (REST 2025-09-01). What a
+stack config says of its ND pools (their nodes' labels, the autoscaler's node template, capacity) is
+:mod:`components.clusters.nd_pools`: neither component reads a stack config.
 
 Sources: ../shared/reference/pulumi-azure.md §1 (pulumi-azure-native ManagedCluster/AgentPool
 docs; azure-aks-docs use-nvidia-gpu.md, skip-gpu-driver-install-retirement.md, scale-cluster.md;
@@ -29,13 +30,9 @@ import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
 from components import k8s as kube
-from components.clusters.onprem_nodes import pool_labels
 from components.guards.gate import gated
-from components.model import hami, versions
-from components.model.capacity import group_capacity
-from components.model.catalog import ND_SKUS
-from components.model.config import StackConfig
-from components.model.platform import AksPlatform, GpuPool, ResourceGroup, SystemPool
+from components.model import versions
+from components.model.platform import GpuPool, ResourceGroup, SystemPool
 
 #: Azure registers the feature under this provider namespace (azure-aks-docs use-amd-gpus.md;
 #: Azure/aks-rdma-infiniband getting-started/02-prerequisites.md).
@@ -108,11 +105,13 @@ class AksNdPoolArgs:
     """Taints of the pool's nodes, ``key=value:Effect`` (defaults to the stack file's,
     ``nvidia.com/gpu=present:NoSchedule``)."""
     labels: Mapping[str, str] = field(default_factory=dict)
-    """Every Kubernetes label of the pool's nodes, AKS puts them on autoscaled nodes too; gpuaas' node group,
-    MIG and device-plugin config labels included (:func:`node_labels`). A change waits on ``gate``."""
+    """Every Kubernetes label of the pool's nodes (AKS puts them on autoscaled nodes too), gpuaas' node group,
+    MIG and device-plugin config labels included (:func:`components.clusters.nd_pools.node_labels`). A change
+    waits on ``gate``."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags of the pool's scale set: the cluster autoscaler's node template of an empty pool
-    (:func:`autoscaler_tags`), so it scales up for pods asking for RDMA or MIG resources."""
+    (:func:`components.clusters.nd_pools.autoscaler_tags`), so it scales up for pods asking for RDMA or MIG
+    resources."""
     gpu_driver: Literal["None", "Install"] = "None"
     """``gpuProfile.driver``: ``None`` (the default) leaves the driver to the GPU Operator, which gpuaas installs;
     ``Install`` is the AKS driver. Create-time only."""
@@ -122,69 +121,6 @@ class AksNdPoolArgs:
 
 # --------------------------------------------------------------------------------------------
 # Pure core
-
-
-def aks_platform(cfg: StackConfig) -> AksPlatform:
-    """``cfg.platform`` of an AKS stack; the AKS functions are never called for on-prem."""
-    if cfg.aks is None:
-        raise ValueError(f"platform kind is {cfg.platform.kind!r}; AKS settings need kind aks")
-    return cfg.aks
-
-
-def node_labels(cfg: StackConfig, pool: GpuPool) -> dict[str, str]:
-    """Kubernetes labels of a GPU pool's nodes: the user's labels, then gpuaas's over them.
-
-    gpuaas's labels (:func:`components.clusters.onprem_nodes.pool_labels`: node group, MIG config,
-    device-plugin config) are the same on-prem nodes get by NodePatch. On AKS they sit on the
-    pool because AKS puts pool labels on every node it adds, autoscaled ones included. MIG is the
-    GPU Operator's mig-manager, not AKS-managed MIG (``gpu_instance_profile``), which needs the
-    AKS driver that ``driver=None`` skips (azure-aks-docs gpu-multi-instance.md). Rules refuse
-    user labels with gpuaas's keys, so the merge order only matters as a safety net.
-    """
-    return {**pool.labels, **pool_labels(cfg, pool)}
-
-
-#: VMSS tag prefix the cluster autoscaler reads for an empty scale set's template node
-#: (kubernetes/autoscaler cluster-autoscaler/cloudprovider/azure/README.md, "Resources";
-#: azure_template.go ``nodeResourcesTagName``). Azure tag names cannot hold ``/``, so the
-#: autoscaler turns every ``_`` (and ``~2``) after the prefix into ``/``
-#: (``extractAllocatableResourcesFromScaleSet``): a resource name with ``_`` cannot be written.
-NODE_TEMPLATE_RESOURCES_TAG: Final = "k8s.io_cluster-autoscaler_node-template_resources_"
-
-
-def node_resources(cfg: StackConfig, pool: GpuPool) -> dict[str, int]:
-    """Extended resources one node of ``pool`` offers once its operators run, by name.
-
-    GPUs as the pool's sharing makes them (whole, MIG instances, time-sliced shares or HAMi slices; the same
-    arithmetic as the quota check, :func:`components.model.capacity.group_capacity`, per node), and the
-    RDMA shared device's ``rdmaHcaMax`` slots when the plugin runs.
-    """
-    per_pool = group_capacity(cfg, pool.name, pool, pool.gpu_model)
-    # HAMi's memory and cores are booked by its scheduler extender, never advertised by a node.
-    out = {name: n // pool.max_count for name, n in per_pool.items() if name not in hami.PER_SLICE}
-    if cfg.network.rdma_shared_device_plugin != "none":
-        prefix, name = cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name
-        out[f"{prefix}/{name}"] = cfg.network.rdma_hca_max
-    return dict(sorted(out.items()))
-
-
-def autoscaler_tags(cfg: StackConfig, pool: GpuPool) -> dict[str, str]:
-    """Node-template tags so the cluster autoscaler scales an empty pool up for GPU/RDMA pods.
-
-    With no node in the pool the autoscaler builds a template node from the VM size and the
-    scale set's tags; it knows the SKU's ``nvidia.com/gpu`` count but not what the device
-    plugins will advertise (``rdma/<name>``, MIG instances, shares), so a pod asking for those
-    never fits the template and the pool stays at zero (Azure/AKS#2832 is the same for GPUs).
-    AgentPool tags are put on the pool's VMSS; with ``existingCluster`` gpuaas creates no pool, so
-    add them yourself (``az aks nodepool update --tags``). A resource whose name has ``_`` is left out: it
-    cannot be written (see :data:`NODE_TEMPLATE_RESOURCES_TAG`); rules refuse it for pools that
-    scale from zero.
-    """
-    return {
-        NODE_TEMPLATE_RESOURCES_TAG + name.replace("/", "_"): str(n)
-        for name, n in node_resources(cfg, pool).items()
-        if "_" not in name
-    }
 
 
 def agent_pool_args(args: AksNdPoolArgs) -> dict[str, Any]:
@@ -198,8 +134,8 @@ def agent_pool_args(args: AksNdPoolArgs) -> dict[str, Any]:
     - ``count=min_count``: Azure requires ``count`` even with the autoscaler on
       (pulumi/pulumi-azure-native#2943); the shell ignores later changes to it.
     - ``orchestrator_version`` follows the cluster so an upgrade moves the pool with it.
-    - ``tags``: the cluster autoscaler's node template (:func:`autoscaler_tags`), so a pool at
-      ``minCount: 0`` scales up for the pods that ask for its RDMA and GPU resources.
+    - ``tags``: the cluster autoscaler's node template (:func:`components.clusters.nd_pools.autoscaler_tags`),
+      so a pool at ``minCount: 0`` scales up for the pods that ask for its RDMA and GPU resources.
     """
     return {
         "agent_pool_name": args.pool_name,
@@ -258,32 +194,6 @@ def managed_cluster_args(args: AksClusterArgs) -> dict[str, Any]:
         "identity": {"type": "SystemAssigned"},
         "agent_pool_profiles": [system_pool_profile(args)],
     }
-
-
-def pool_capacity(cfg: StackConfig) -> list[dict[str, Any]]:
-    """Per GPU pool, what it adds at ``maxCount`` — the rows of the plan summary's pool table.
-
-    Same arithmetic as :func:`components.model.capacity.capacity` (catalog GPUs per VM × maxCount).
-    ``[]`` on-prem. Assumes the config passed :func:`components.rules.check`.
-    """
-    aks = cfg.aks
-    if aks is None:
-        return []
-    rows: list[dict[str, Any]] = []
-    for pool in aks.gpu_pools:
-        sku = ND_SKUS[pool.vm_size]
-        rows.append(
-            {
-                "pool": pool.name,
-                "vm_size": pool.vm_size,
-                "gpu_model": sku.gpu_model,
-                "gpus_per_vm": sku.gpus,
-                "max_nodes": pool.max_count,
-                "max_gpus": sku.gpus * pool.max_count,
-                "ib_gbps_per_gpu": sku.ib_gbps_per_gpu,
-            }
-        )
-    return rows
 
 
 def decode_kubeconfig(value: str) -> str:

@@ -12,16 +12,8 @@ import pytest
 from pulumi.runtime import rpc
 
 from components import platform_args
-from components.clusters.aks import (
-    NODE_TEMPLATE_RESOURCES_TAG,
-    AksCluster,
-    agent_pool_args,
-    autoscaler_tags,
-    decode_kubeconfig,
-    managed_cluster_args,
-    node_resources,
-    pool_capacity,
-)
+from components.clusters.aks import AksCluster, agent_pool_args, decode_kubeconfig, managed_cluster_args
+from components.clusters.nd_pools import NODE_TEMPLATE_RESOURCES_TAG, autoscaler_tags, node_resources, pool_capacity
 from components.clusters.onprem_nodes import pool_labels
 from components.loader import parse_config
 from components.model import capacity, resources, versions

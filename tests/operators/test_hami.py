@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.clusters.aks import autoscaler_tags, node_labels
+from components.clusters.nd_pools import autoscaler_tags, node_labels
 from components.loader import parse_config
 from components.model import hami, resources
 from components.operators import hami as hami_operator
