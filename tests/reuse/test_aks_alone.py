@@ -118,3 +118,31 @@ def test_an_existing_cluster_and_a_pool_on_its_outputs() -> None:
     (pool,) = run.of_type(AGENT_POOL)
     assert (pool.inputs["resourceGroupName"], pool.inputs["resourceName"]) == ("rg-ml", "ml-prod")
     assert run.named("ml-k8s").inputs["kubeconfig"]["value"] == FAKE_KUBECONFIG
+
+
+def test_a_new_cluster_orders_every_child_after_its_own_depends_on() -> None:
+    """The cluster component forwards ``opts.depends_on`` to what it creates (the SDK would not)."""
+
+    def program() -> None:
+        first = azure_native.resources.ResourceGroup("network-first", resource_group_name="rg-net")
+        AksCluster(
+            "ml",
+            AksClusterArgs(
+                cluster_name="ml-prod",
+                resource_group=ResourceGroup(name="rg-ml"),
+                location="westeurope",
+                register_infiniband_feature=True,
+            ),
+            pulumi.ResourceOptions(depends_on=[first]),
+        )
+
+    run = run_program("reuse", config={}, program=program)
+    first = run.named("network-first").urn
+    children = {r.name: r for r in run.records if r.custom and r.name.startswith("ml-")}
+    assert sorted(children) == ["ml-cluster", "ml-infiniband", "ml-k8s", "ml-rg"]
+    for child in children.values():
+        assert first in child.dependencies, child.name
+    cluster = children["ml-cluster"].inputs
+    assert (cluster["resourceName"], cluster["dnsPrefix"]) == ("ml-prod", "ml-prod")
+    assert cluster["resourceGroupName"] == "rg-ml"
+    assert [p["name"] for p in cluster["agentPoolProfiles"]] == ["system"]  # the ND pools are AksNdPools
