@@ -230,9 +230,8 @@ class Platform(pulumi.ComponentResource):
                 enable_server_side_apply=True,
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        cluster = AksCluster(
-            f"{name}-aks", platform_args.aks_cluster(cfg, mig_gate), pulumi.ResourceOptions(parent=self)
-        )
+        aks = f"{name}-aks"
+        cluster = AksCluster(aks, platform_args.aks_cluster(cfg, mig_gate), pulumi.ResourceOptions(parent=self))
         if cluster.cluster is not None:
             self._versioned.append(cluster.cluster)
             # The ND pools are the cluster's children (their URNs, and the plan's "aks" component), after
@@ -243,7 +242,7 @@ class Platform(pulumi.ComponentResource):
             )
             for pool in pools:
                 nd_pool = AksNdPool(
-                    f"{name}-aks-{pool.pool_name}", pool, pulumi.ResourceOptions(parent=cluster, depends_on=after)
+                    f"{aks}-{pool.pool_name}", pool, pulumi.ResourceOptions(parent=cluster, depends_on=after)
                 )
                 self._labelled.append(nd_pool.agent_pool)
                 self._versioned.append(nd_pool.agent_pool)
