@@ -13,7 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import platform_args
-from components.clusters.aks import AksCluster
+from components.clusters.aks import AksCluster, AksNdPool
 from components.clusters.onprem_nodes import OnPremNodes
 from components.dra.tenancy import DraTenancy
 from components.fabric.ib_node_config import IbNodeConfig
@@ -250,9 +250,22 @@ class Platform(pulumi.ComponentResource):
                 enable_server_side_apply=True,
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        cluster = AksCluster(f"{name}-aks", cfg, opts=pulumi.ResourceOptions(parent=self), gate=mig_gate)
-        self._labelled.extend(cluster.gpu_pools)
-        self._versioned.extend(cluster.versioned)
+        aks = f"{name}-aks"
+        cluster = AksCluster(aks, platform_args.aks_cluster(cfg, mig_gate), pulumi.ResourceOptions(parent=self))
+        if cluster.cluster is not None:
+            self._versioned.append(cluster.cluster)
+            # The ND pools are the cluster's children (their URNs, and the plan's "aks" component), after
+            # the subscription's InfiniBand feature; an existing cluster's pools exist already.
+            after = [cluster.infiniband_feature] if cluster.infiniband_feature is not None else []
+            pools = platform_args.aks_nd_pools(
+                cfg, mig_gate, resource_group_name=cluster.resource_group_name, cluster_name=cluster.cluster_name
+            )
+            for pool in pools:
+                nd_pool = AksNdPool(
+                    f"{aks}-{pool.pool_name}", pool, pulumi.ResourceOptions(parent=cluster, depends_on=after)
+                )
+                self._labelled.append(nd_pool.agent_pool)
+                self._versioned.append(nd_pool.agent_pool)
         self.exports["clusterName"] = cluster.cluster_name
         self.exports["kubeconfig"] = cluster.kubeconfig  # secret: the credential call's kubeconfig
         return cluster.provider

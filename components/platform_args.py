@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pulumi
 
+from components.clusters import nd_pools
+from components.clusters.aks import AksClusterArgs, AksNdPoolArgs
 from components.clusters.onprem_nodes import OnPremNodesArgs
 from components.dra.tenancy import DraTeam, DraTenancyArgs
 from components.fabric.ib_node_config import IbNodeConfigArgs
@@ -286,4 +288,54 @@ def hami(cfg: StackConfig, *, release_after: tuple[pulumi.Resource, ...] = ()) -
         network=cfg.network,
         taints=tuple(t for pool in pools if pool.name in groups for t in pool.taints),
         release_after=release_after,
+    )
+
+
+def aks_cluster(cfg: StackConfig, gate: Gate = None) -> AksClusterArgs:
+    """The AKS cluster: ``gpuaas:platform`` (kind ``aks``) but its GPU pools, which are :func:`aks_nd_pools`."""
+    p = nd_pools.aks_platform(cfg)
+    return AksClusterArgs(
+        cluster_name=p.cluster_name,
+        resource_group=p.resource_group,
+        location=p.location,
+        kubernetes_version=p.kubernetes_version,
+        system_pool=p.system_pool,
+        existing_cluster=p.existing_cluster,
+        register_infiniband_feature=p.register_infiniband_feature,
+        gate=gate,
+    )
+
+
+def aks_nd_pools(
+    cfg: StackConfig,
+    gate: Gate = None,
+    *,
+    resource_group_name: pulumi.Input[str] | None = None,
+    cluster_name: pulumi.Input[str] | None = None,
+) -> tuple[AksNdPoolArgs, ...]:
+    """One ND pool per ``gpuaas:platform.gpuPools`` item, in order: the pool's own settings, its nodes' labels
+    (the user's with gpuaas' node group, MIG and device-plugin config over them) and the autoscaler's
+    node-template tags, both computed here from the whole config so that the pool needs none of it.
+
+    ``resource_group_name``/``cluster_name``: the cluster's (an ``AksCluster``'s outputs, which order the
+    pools after it); ``None`` names the config's. With ``existingCluster`` the pools already exist: the
+    caller creates none (the args still describe them).
+    """
+    p = nd_pools.aks_platform(cfg)
+    return tuple(
+        AksNdPoolArgs(
+            resource_group_name=p.resource_group.name if resource_group_name is None else resource_group_name,
+            cluster_name=p.cluster_name if cluster_name is None else cluster_name,
+            pool_name=pool.name,
+            orchestrator_version=p.kubernetes_version,
+            vm_size=pool.vm_size,
+            os_sku=pool.os_sku,
+            min_count=pool.min_count,
+            max_count=pool.max_count,
+            taints=tuple(pool.taints),
+            labels=nd_pools.node_labels(cfg, pool),
+            tags=nd_pools.autoscaler_tags(cfg, pool),
+            gate=gate,
+        )
+        for pool in p.gpu_pools
     )

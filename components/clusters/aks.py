@@ -1,10 +1,17 @@
-"""The AKS cluster: a small System pool inline, one AgentPool per ND InfiniBand GPU pool.
+"""The AKS cluster (a small System pool inline) and one component per ND InfiniBand GPU pool.
+
+Two components, each usable alone (issue #33): :class:`AksCluster` creates the resource group, the
+ManagedCluster and the Kubernetes provider every cluster component uses, or reads an existing
+cluster's credentials; :class:`AksNdPool` adds one ND InfiniBand GPU AgentPool to a cluster, gpuaas'
+or an existing one, named by its resource group and cluster name. Each takes its own arguments
+(:class:`AksClusterArgs`, :class:`AksNdPoolArgs`); :mod:`components.platform_args` maps a stack
+config onto them.
 
 Functional core, thin shell: :func:`managed_cluster_args`, :func:`system_pool_profile`,
-:func:`agent_pool_args`, :func:`node_labels`, :func:`pool_capacity` and
-:func:`decode_kubeconfig` are pure and tested without Pulumi; :class:`AksCluster` only turns
-their results into pulumi-azure-native v3 resources (REST 2025-09-01) and builds the one
-Kubernetes provider every cluster component uses.
+:func:`agent_pool_args` and :func:`decode_kubeconfig` are pure and tested without Pulumi; the
+components only turn their results into pulumi-azure-native v3 resources (REST 2025-09-01). What a
+stack config says of its ND pools (their nodes' labels, the autoscaler's node template, capacity) is
+:mod:`components.clusters.nd_pools`: neither component reads a stack config.
 
 Sources: ../shared/reference/pulumi-azure.md §1 (pulumi-azure-native ManagedCluster/AgentPool
 docs; azure-aks-docs use-nvidia-gpu.md, skip-gpu-driver-install-retirement.md, scale-cluster.md;
@@ -14,19 +21,18 @@ Azure/aks-rdma-infiniband prerequisites; pulumi/pulumi-azure-native#2943).
 from __future__ import annotations
 
 import base64
-from typing import Any, Final
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
 
 import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
-from components.clusters.onprem_nodes import pool_labels
+from components import k8s as kube
 from components.guards.gate import gated
-from components.model import hami
-from components.model.capacity import group_capacity
-from components.model.catalog import ND_SKUS
-from components.model.config import StackConfig
-from components.model.platform import AksPlatform, GpuPool
+from components.model import versions
+from components.model.platform import GpuPool, ResourceGroup, SystemPool
 
 #: Azure registers the feature under this provider namespace (azure-aks-docs use-amd-gpus.md;
 #: Azure/aks-rdma-infiniband getting-started/02-prerequisites.md).
@@ -38,77 +44,89 @@ CONTAINER_SERVICE_NAMESPACE: Final = "Microsoft.ContainerService"
 POOL_TYPE: Final = "VirtualMachineScaleSets"
 
 
+def _pool_default(name: str) -> Any:
+    """The stack file's default of a ``gpuPools[]`` field: one source for the config and :class:`AksNdPoolArgs`."""
+    return GpuPool.model_fields[name].get_default(call_default_factory=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AksClusterArgs:
+    """Arguments of :class:`AksCluster`. Ordering: ``opts.depends_on``, forwarded to every child."""
+
+    cluster_name: str
+    """The AKS managed cluster's name in Azure, also its DNS prefix; with ``existing_cluster``, the cluster read."""
+    resource_group: ResourceGroup
+    """The cluster's resource group: its name, and whether the component creates it (never for an existing
+    cluster)."""
+    location: str
+    """Azure region of the cluster and of the resource group the component creates."""
+    kubernetes_version: str = versions.AKS_KUBERNETES
+    """Kubernetes version of the cluster and its System pool (defaults to the version gpuaas pins); a change
+    waits on ``gate``."""
+    system_pool: SystemPool = field(default_factory=SystemPool)
+    """The inline System pool (defaults: :class:`~components.model.platform.SystemPool`'s)."""
+    existing_cluster: bool = False
+    """Create nothing in Azure: only read the user credentials of ``cluster_name`` in the resource group."""
+    register_infiniband_feature: bool = False
+    """Register the subscription-wide ``AKSInfinibandSupport`` feature (:attr:`AksCluster.infiniband_feature`;
+    pools created before it is ``Registered`` get no InfiniBand placement), also for an existing cluster."""
+    gate: pulumi.Output[bool] | None = None
+    """The day-2 guards' gate: the cluster's Kubernetes version is sent once it passes (``None``: at once)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AksNdPoolArgs:
+    """Arguments of :class:`AksNdPool`: one ND InfiniBand GPU pool of a cluster, gpuaas' or an existing one.
+
+    Ordering: ``opts.depends_on``, forwarded to the AgentPool; put the ``AKSInfinibandSupport`` feature
+    registration there (:attr:`AksCluster.infiniband_feature`) so the pool is created after it.
+    """
+
+    resource_group_name: pulumi.Input[str]
+    """The cluster's resource group (an ``AksCluster``'s :attr:`~AksCluster.resource_group_name`, or a name)."""
+    cluster_name: pulumi.Input[str]
+    """The AKS cluster's name (an ``AksCluster``'s :attr:`~AksCluster.cluster_name`, or a name)."""
+    pool_name: str
+    """The AKS agent pool's name (lowercase letters and digits, at most 12)."""
+    orchestrator_version: str
+    """Kubernetes version of the pool's nodes: the cluster's (AKS refuses one above it); a change waits on
+    ``gate``."""
+    vm_size: str = _pool_default("vm_size")
+    """Azure VM size: an ND size with InfiniBand (components/model/catalog.py ``ND_SKUS``; defaults to the stack
+    file's, ND H100 v5)."""
+    os_sku: Literal["Ubuntu2204", "Ubuntu2404"] = _pool_default("os_sku")
+    """Node OS, pinned: NVIDIA's DOCA and driver images are built per OS release (defaults to the stack file's)."""
+    min_count: int = _pool_default("min_count")
+    """Fewest nodes the cluster autoscaler keeps; also the pool's ``count`` at creation, not updated later
+    (defaults to the stack file's, 0: the pool scales from zero through ``tags``)."""
+    max_count: int = _pool_default("max_count")
+    """Most nodes the cluster autoscaler adds (defaults to the stack file's)."""
+    taints: tuple[str, ...] = tuple(_pool_default("taints"))
+    """Taints of the pool's nodes, ``key=value:Effect`` (defaults to the stack file's,
+    ``nvidia.com/gpu=present:NoSchedule``)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Every Kubernetes label of the pool's nodes (AKS puts them on autoscaled nodes too), gpuaas' node group,
+    MIG and device-plugin config labels included (:func:`components.clusters.nd_pools.node_labels`). A change
+    waits on ``gate``."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags of the pool's scale set: the cluster autoscaler's node template of an empty pool
+    (:func:`components.clusters.nd_pools.autoscaler_tags`), so it scales up for pods asking for RDMA or MIG
+    resources."""
+    gpu_driver: Literal["None", "Install"] = "None"
+    """``gpuProfile.driver``: ``None`` (the default) leaves the driver to the GPU Operator, which gpuaas installs;
+    ``Install`` is the AKS driver. Create-time only."""
+    gate: pulumi.Output[bool] | None = None
+    """The day-2 guards' gate: a change of labels (MIG layouts) or version is sent once it passes."""
+
+
 # --------------------------------------------------------------------------------------------
 # Pure core
 
 
-def aks_platform(cfg: StackConfig) -> AksPlatform:
-    """``cfg.platform`` of an AKS stack; the AKS functions are never called for on-prem."""
-    if cfg.aks is None:
-        raise ValueError(f"platform kind is {cfg.platform.kind!r}; AKS settings need kind aks")
-    return cfg.aks
+def agent_pool_args(args: AksNdPoolArgs) -> dict[str, Any]:
+    """Arguments of ``containerservice.AgentPool`` for one ND pool (all but the cluster and group names).
 
-
-def node_labels(cfg: StackConfig, pool: GpuPool) -> dict[str, str]:
-    """Kubernetes labels of a GPU pool's nodes: the user's labels, then gpuaas's over them.
-
-    gpuaas's labels (:func:`components.clusters.onprem_nodes.pool_labels`: node group, MIG config,
-    device-plugin config) are the same on-prem nodes get by NodePatch. On AKS they sit on the
-    pool because AKS puts pool labels on every node it adds, autoscaled ones included. MIG is the
-    GPU Operator's mig-manager, not AKS-managed MIG (``gpu_instance_profile``), which needs the
-    AKS driver that ``driver=None`` skips (azure-aks-docs gpu-multi-instance.md). Rules refuse
-    user labels with gpuaas's keys, so the merge order only matters as a safety net.
-    """
-    return {**pool.labels, **pool_labels(cfg, pool)}
-
-
-#: VMSS tag prefix the cluster autoscaler reads for an empty scale set's template node
-#: (kubernetes/autoscaler cluster-autoscaler/cloudprovider/azure/README.md, "Resources";
-#: azure_template.go ``nodeResourcesTagName``). Azure tag names cannot hold ``/``, so the
-#: autoscaler turns every ``_`` (and ``~2``) after the prefix into ``/``
-#: (``extractAllocatableResourcesFromScaleSet``): a resource name with ``_`` cannot be written.
-NODE_TEMPLATE_RESOURCES_TAG: Final = "k8s.io_cluster-autoscaler_node-template_resources_"
-
-
-def node_resources(cfg: StackConfig, pool: GpuPool) -> dict[str, int]:
-    """Extended resources one node of ``pool`` offers once its operators run, by name.
-
-    GPUs as the pool's sharing makes them (whole, MIG instances, time-sliced shares or HAMi slices; the same
-    arithmetic as the quota check, :func:`components.model.capacity.group_capacity`, per node), and the
-    RDMA shared device's ``rdmaHcaMax`` slots when the plugin runs.
-    """
-    per_pool = group_capacity(cfg, pool.name, pool, pool.gpu_model)
-    # HAMi's memory and cores are booked by its scheduler extender, never advertised by a node.
-    out = {name: n // pool.max_count for name, n in per_pool.items() if name not in hami.PER_SLICE}
-    if cfg.network.rdma_shared_device_plugin != "none":
-        prefix, name = cfg.network.rdma_resource_prefix, cfg.network.rdma_resource_name
-        out[f"{prefix}/{name}"] = cfg.network.rdma_hca_max
-    return dict(sorted(out.items()))
-
-
-def autoscaler_tags(cfg: StackConfig, pool: GpuPool) -> dict[str, str]:
-    """Node-template tags so the cluster autoscaler scales an empty pool up for GPU/RDMA pods.
-
-    With no node in the pool the autoscaler builds a template node from the VM size and the
-    scale set's tags; it knows the SKU's ``nvidia.com/gpu`` count but not what the device
-    plugins will advertise (``rdma/<name>``, MIG instances, shares), so a pod asking for those
-    never fits the template and the pool stays at zero (Azure/AKS#2832 is the same for GPUs).
-    AgentPool tags are put on the pool's VMSS; with ``existingCluster`` gpuaas creates no pool, so
-    add them yourself (``az aks nodepool update --tags``). A resource whose name has ``_`` is left out: it
-    cannot be written (see :data:`NODE_TEMPLATE_RESOURCES_TAG`); rules refuse it for pools that
-    scale from zero.
-    """
-    return {
-        NODE_TEMPLATE_RESOURCES_TAG + name.replace("/", "_"): str(n)
-        for name, n in node_resources(cfg, pool).items()
-        if "_" not in name
-    }
-
-
-def agent_pool_args(cfg: StackConfig, pool: GpuPool) -> dict[str, Any]:
-    """Arguments of ``containerservice.AgentPool`` for one GPU pool (all but the cluster and group names).
-
-    - ``gpu_profile.driver=None``: the GPU Operator installs the driver; the AKS driver and the
+    - ``gpu_profile.driver``: ``None`` by default, the GPU Operator installs the driver; the AKS driver and the
       operator's are mutually exclusive, and the ``SkipGPUDriverInstall`` tag it replaces was
       retired on 14 Aug 2025 (azure-aks-docs skip-gpu-driver-install-retirement.md). Create-time only.
     - ``os_sku`` pinned: DOCA/driver images are built per OS release; ``Ubuntu`` would switch to
@@ -116,36 +134,35 @@ def agent_pool_args(cfg: StackConfig, pool: GpuPool) -> dict[str, Any]:
     - ``count=min_count``: Azure requires ``count`` even with the autoscaler on
       (pulumi/pulumi-azure-native#2943); the shell ignores later changes to it.
     - ``orchestrator_version`` follows the cluster so an upgrade moves the pool with it.
-    - ``tags``: the cluster autoscaler's node template (:func:`autoscaler_tags`), so a pool at
-      ``minCount: 0`` scales up for the pods that ask for its RDMA and GPU resources.
+    - ``tags``: the cluster autoscaler's node template (:func:`components.clusters.nd_pools.autoscaler_tags`),
+      so a pool at ``minCount: 0`` scales up for the pods that ask for its RDMA and GPU resources.
     """
     return {
-        "agent_pool_name": pool.name,
+        "agent_pool_name": args.pool_name,
         "mode": "User",
         "type": POOL_TYPE,
         "os_type": "Linux",
-        "os_sku": pool.os_sku,
-        "vm_size": pool.vm_size,
-        "orchestrator_version": aks_platform(cfg).kubernetes_version,
+        "os_sku": args.os_sku,
+        "vm_size": args.vm_size,
+        "orchestrator_version": args.orchestrator_version,
         "enable_auto_scaling": True,
-        "min_count": pool.min_count,
-        "max_count": pool.max_count,
-        "count": pool.min_count,
-        "node_taints": list(pool.taints),
-        "node_labels": node_labels(cfg, pool),
-        "gpu_profile": {"driver": "None"},
-        "tags": autoscaler_tags(cfg, pool),
+        "min_count": args.min_count,
+        "max_count": args.max_count,
+        "count": args.min_count,
+        "node_taints": list(args.taints),
+        "node_labels": dict(args.labels),
+        "gpu_profile": {"driver": args.gpu_driver},
+        "tags": dict(args.tags),
     }
 
 
-def system_pool_profile(cfg: StackConfig) -> dict[str, Any]:
+def system_pool_profile(args: AksClusterArgs) -> dict[str, Any]:
     """The inline System pool: small, autoscaled, never scaled to zero, no GPUs.
 
     It is the one pool the ManagedCluster must carry inline; the API cannot update inline
     profiles in place (pulumi-azure-native ManagedCluster docs), so GPU pools stay out of it.
     """
-    aks = aks_platform(cfg)
-    sp = aks.system_pool
+    sp = args.system_pool
     return {
         "name": sp.name,
         "mode": "System",
@@ -153,7 +170,7 @@ def system_pool_profile(cfg: StackConfig) -> dict[str, Any]:
         "os_type": "Linux",
         "os_sku": sp.os_sku,
         "vm_size": sp.vm_size,
-        "orchestrator_version": aks.kubernetes_version,
+        "orchestrator_version": args.kubernetes_version,
         "enable_auto_scaling": True,
         "min_count": sp.min_count,
         "max_count": sp.max_count,
@@ -161,49 +178,22 @@ def system_pool_profile(cfg: StackConfig) -> dict[str, Any]:
     }
 
 
-def managed_cluster_args(cfg: StackConfig) -> dict[str, Any]:
+def managed_cluster_args(args: AksClusterArgs) -> dict[str, Any]:
     """Arguments of ``containerservice.ManagedCluster`` (all but the resource group name).
 
     ``resource_name_`` is the Azure cluster name (``resource_name`` is Pulumi's logical name);
     without it azure-native appends a random suffix. ``kubernetes_version`` is pinned so a new
     AKS default never changes an existing stack.
     """
-    aks = aks_platform(cfg)
     return {
-        "resource_name_": aks.cluster_name,
-        "location": aks.location,
-        "kubernetes_version": aks.kubernetes_version,
-        "dns_prefix": aks.cluster_name,
+        "resource_name_": args.cluster_name,
+        "location": args.location,
+        "kubernetes_version": args.kubernetes_version,
+        "dns_prefix": args.cluster_name,
         "enable_rbac": True,
         "identity": {"type": "SystemAssigned"},
-        "agent_pool_profiles": [system_pool_profile(cfg)],
+        "agent_pool_profiles": [system_pool_profile(args)],
     }
-
-
-def pool_capacity(cfg: StackConfig) -> list[dict[str, Any]]:
-    """Per GPU pool, what it adds at ``maxCount`` — the rows of the plan summary's pool table.
-
-    Same arithmetic as :func:`components.model.capacity.capacity` (catalog GPUs per VM × maxCount).
-    ``[]`` on-prem. Assumes the config passed :func:`components.rules.check`.
-    """
-    aks = cfg.aks
-    if aks is None:
-        return []
-    rows: list[dict[str, Any]] = []
-    for pool in aks.gpu_pools:
-        sku = ND_SKUS[pool.vm_size]
-        rows.append(
-            {
-                "pool": pool.name,
-                "vm_size": pool.vm_size,
-                "gpu_model": sku.gpu_model,
-                "gpus_per_vm": sku.gpus,
-                "max_nodes": pool.max_count,
-                "max_gpus": sku.gpus * pool.max_count,
-                "ib_gbps_per_gpu": sku.ib_gbps_per_gpu,
-            }
-        )
-    return rows
 
 
 def decode_kubeconfig(value: str) -> str:
@@ -216,118 +206,91 @@ def decode_kubeconfig(value: str) -> str:
 
 
 class AksCluster(pulumi.ComponentResource):
-    """An AKS cluster with ND InfiniBand GPU pools, or an existing one, and a provider for it.
+    """An AKS cluster (System pool inline) or an existing one, and a Kubernetes provider for it.
 
-    Outputs: ``cluster_name``, ``kubeconfig`` (secret) and ``provider``, the single
-    ``pulumi_kubernetes.Provider`` (server-side apply) that the platform hands to every
-    cluster component.
+    Outputs: ``cluster_name``, ``resource_group_name`` (what :class:`AksNdPool` takes; they carry the
+    cluster and group as dependencies), ``kubeconfig`` (secret) and ``provider``, the single
+    ``pulumi_kubernetes.Provider`` (server-side apply) that the platform hands to every cluster
+    component. The GPU pools are :class:`AksNdPool` components, one per pool; gpuaas parents them to
+    this component.
 
-    With ``existing_cluster`` nothing in Azure is created or changed: ``gpuPools`` then
-    describe pools that already exist (for quotas and labels' consumers), and only the
-    credentials are read by cluster and resource-group name.
-
-    Takes the whole :class:`StackConfig`, like the other components, because the pools' node
-    labels come from :func:`components.clusters.onprem_nodes.pool_labels`, which does. ``gate``: the
-    day-2 MIG guard (:mod:`components.guards.mig`); the pools' labels wait for it. On the first
-    preview of a new cluster the kubeconfig is unknown, so the provider is too (pulumi-azure.md
-    §1.5: test that preview of a fresh ``aks`` stack once).
+    With ``existing_cluster`` nothing in Azure is created or changed: only the credentials are read
+    by cluster and resource-group name. On the first preview of a new cluster the kubeconfig is
+    unknown, so the provider is too (pulumi-azure.md §1.5: test that preview of a fresh ``aks``
+    stack once).
     """
 
     cluster_name: pulumi.Output[str]
+    resource_group_name: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
-    #: The ND pools gpuaas manages (none for an existing cluster): their labels carry MIG layouts.
-    gpu_pools: list[pulumi.CustomResource]
-    #: The ManagedCluster and its pools (none for an existing cluster): they carry the Kubernetes version.
-    versioned: list[pulumi.CustomResource]
+    #: The ManagedCluster (``None`` for an existing cluster): it carries the Kubernetes version.
+    cluster: pulumi.CustomResource | None
+    #: The ``AKSInfinibandSupport`` registration when asked for: the ND pools' ``opts.depends_on``.
+    infiniband_feature: pulumi.CustomResource | None
 
-    def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        gate: pulumi.Output[bool] | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: AksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:AksCluster", name, None, opts)
-        aks = aks_platform(cfg)
-        self.gpu_pools = []
-        self.versioned = []
+        after = kube.depends_on(opts)
         cs = azure_native.containerservice
+        self.cluster = None
 
         # Subscription-wide and independent of this cluster, so it is registered even for an
         # existing cluster when asked.
-        feature = self._infiniband_feature(name) if aks.register_infiniband_feature else None
+        self.infiniband_feature = self._infiniband_feature(name, after) if args.register_infiniband_feature else None
 
         rg_name: pulumi.Input[str]
         cluster_name: pulumi.Output[str]
-        if aks.existing_cluster:
-            rg_name = aks.resource_group.name
-            cluster_name = pulumi.Output.from_input(aks.cluster_name)
+        if args.existing_cluster:
+            rg_name = args.resource_group.name
+            cluster_name = pulumi.Output.from_input(args.cluster_name)
         else:
-            if aks.resource_group.create:
+            if args.resource_group.create:
                 rg = azure_native.resources.ResourceGroup(
                     f"{name}-rg",
-                    resource_group_name=aks.resource_group.name,
-                    location=aks.location,
-                    opts=pulumi.ResourceOptions(parent=self),
+                    resource_group_name=args.resource_group.name,
+                    location=args.location,
+                    opts=kube.child(self, after),
                 )
                 rg_name = rg.name
             else:
-                rg_name = aks.resource_group.name
-            cluster_args = managed_cluster_args(cfg)
+                rg_name = args.resource_group.name
+            cluster_args = managed_cluster_args(args)
             # A version change waits on the day-2 guard (components/guards/kubernetes_version.py):
             # AKS upgrades one minor at a time, and never back.
-            cluster_args["kubernetes_version"] = gated(gate, cluster_args["kubernetes_version"])
+            cluster_args["kubernetes_version"] = gated(args.gate, cluster_args["kubernetes_version"])
             cluster = cs.ManagedCluster(
                 f"{name}-cluster",
                 resource_group_name=rg_name,
                 **cluster_args,
                 # The autoscaler owns the System pool's node count after creation (``[*]``: Pulumi
                 # property-path wildcard, https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/).
-                opts=pulumi.ResourceOptions(parent=self, protect=True, ignore_changes=["agentPoolProfiles[*].count"]),
+                opts=pulumi.ResourceOptions(
+                    parent=self, protect=True, ignore_changes=["agentPoolProfiles[*].count"], depends_on=after
+                ),
             )
             cluster_name = cluster.name
-            self.versioned.append(cluster)
-            for pool in aks.gpu_pools:
-                args = agent_pool_args(cfg, pool)
-                gpu_profile = cs.GPUProfileArgs(**args.pop("gpu_profile"))
-                # A MIG layout change relabels the pool's nodes, a version change upgrades them: both
-                # wait on the day-2 guards.
-                args["node_labels"] = gated(gate, args["node_labels"])
-                args["orchestrator_version"] = gated(gate, args["orchestrator_version"])
-                agent_pool = cs.AgentPool(
-                    f"{name}-{pool.name}",
-                    resource_group_name=rg_name,
-                    resource_name_=cluster.name,
-                    gpu_profile=gpu_profile,
-                    **args,
-                    opts=pulumi.ResourceOptions(
-                        parent=self,
-                        protect=True,
-                        ignore_changes=["count"],
-                        depends_on=[feature] if feature is not None else [],
-                    ),
-                )
-                self.gpu_pools.append(agent_pool)
-                self.versioned.append(agent_pool)
+            self.cluster = cluster
 
         creds = cs.list_managed_cluster_user_credentials_output(
             resource_group_name=rg_name,
             resource_name=cluster_name,
-            opts=pulumi.InvokeOutputOptions(parent=self),
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=after or None),
         )
         self.cluster_name = cluster_name
+        self.resource_group_name = pulumi.Output.from_input(rg_name)
         self.kubeconfig = pulumi.Output.secret(creds.apply(lambda c: decode_kubeconfig(c.kubeconfigs[0].value)))
         self.provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=self.kubeconfig,
             enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=kube.child(self, after),
         )
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
-    def _infiniband_feature(self, name: str) -> azure_native.features.SubscriptionFeatureRegistration:
+    def _infiniband_feature(
+        self, name: str, after: list[pulumi.Resource]
+    ) -> azure_native.features.SubscriptionFeatureRegistration:
         """Register ``AKSInfinibandSupport`` so a pool's VMs land on one physical IB network.
 
         Subscription-wide: it affects every AKS cluster in the subscription, so it is retained
@@ -343,5 +306,45 @@ class AksCluster(pulumi.ComponentResource):
             f"{name}-infiniband",
             provider_namespace=CONTAINER_SERVICE_NAMESPACE,
             feature_name=INFINIBAND_FEATURE,
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=after),
         )
+
+
+class AksNdPool(pulumi.ComponentResource):
+    """One ND InfiniBand GPU pool: an autoscaled VMSS AgentPool, protected, on a cluster named by its arguments.
+
+    The AgentPool carries the component's own name, and also answers to the URN it has as a direct
+    child of the component's parent: gpuaas registered its pools as children of :class:`AksCluster`
+    before this component existed (issue #33), so a stack that created them there keeps them, with no
+    replace (``aliases``; tests/test_urns.py checks every old URN is kept or aliased). The labels and
+    version wait on ``args.gate``; ``count`` is left to the autoscaler after creation.
+    """
+
+    agent_pool: pulumi.CustomResource
+    pool_name: str
+
+    def __init__(self, name: str, args: AksNdPoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuaas:index:AksNdPool", name, None, opts)
+        parent = opts.parent if opts is not None else None
+        pool = agent_pool_args(args)
+        gpu_profile = azure_native.containerservice.GPUProfileArgs(**pool.pop("gpu_profile"))
+        # A MIG layout change relabels the pool's nodes, a version change upgrades them: both wait on
+        # the day-2 guards.
+        pool["node_labels"] = gated(args.gate, pool["node_labels"])
+        pool["orchestrator_version"] = gated(args.gate, pool["orchestrator_version"])
+        self.pool_name = args.pool_name
+        self.agent_pool = azure_native.containerservice.AgentPool(
+            name,
+            resource_group_name=args.resource_group_name,
+            resource_name_=args.cluster_name,
+            gpu_profile=gpu_profile,
+            **pool,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                protect=True,
+                ignore_changes=["count"],
+                depends_on=kube.depends_on(opts),
+                aliases=[pulumi.Alias(parent=parent)] if parent is not None else None,
+            ),
+        )
+        self.register_outputs({"poolName": self.pool_name})

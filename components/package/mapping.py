@@ -38,6 +38,7 @@ SECTIONS: Final[dict[str, tuple[str, ...]]] = {
     "GpuOperator": ("platform", "gpu_operator", "network", "observability", "versions", "charts"),
     "OnPremNodes": ("platform", "gpu_operator", "versions"),
     "AksCluster": ("platform", "network", "versions"),
+    "AksNdPool": ("platform", "gpu_operator", "network", "versions"),
     "Team": ("platform", "team", "network", "queues", "quota_policy", "versions"),
 }
 

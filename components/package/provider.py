@@ -33,9 +33,11 @@ from pulumi.provider.server import ComponentInitError
 
 from components import platform_args
 from components.clusters.aks import AksCluster as AksClusterComponent
+from components.clusters.aks import AksNdPool as AksNdPoolComponent
 from components.clusters.onprem_nodes import OnPremNodes as OnPremNodesComponent
 from components.fabric import ib_node_config
 from components.fabric.ib_node_config import IbNodeConfig as IbNodeConfigComponent
+from components.model.errors import ConfigError, Issue
 from components.operators import nic_cluster_policy
 from components.operators.gpu_operator import GpuOperator as GpuOperatorComponent
 from components.operators.network_operator import NetworkOperator as NetworkOperatorComponent
@@ -135,12 +137,25 @@ class OnPremNodes(_Declaration):
 
 
 class AksCluster(_Declaration):
-    """The AKS cluster and its ND InfiniBand GPU pools (or an existing cluster's credentials)."""
+    """The AKS cluster with its System pool (or an existing cluster's credentials); its ND InfiniBand GPU pools
+    are ``AksNdPool`` components, one per pool."""
 
     cluster_name: pulumi.Output[str]
     """The AKS cluster's name."""
 
     def __init__(self, name: str, args: t.AksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(name, args, opts)
+
+
+class AksNdPool(_Declaration):
+    """One ND InfiniBand GPU pool (an autoscaled AgentPool, GPU driver left to the GPU Operator) on an AKS
+    cluster, gpuaas' or an existing one: ``platform.aks`` names the cluster and lists this one pool in
+    ``gpu_pools``. Depend on the cluster and on the ``AKSInfinibandSupport`` registration."""
+
+    pool_name: pulumi.Output[str]
+    """The AKS agent pool's name."""
+
+    def __init__(self, name: str, args: t.AksNdPoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(name, args, opts)
 
 
@@ -160,6 +175,7 @@ class Team(_Declaration):
 COMPONENTS: tuple[type[pulumi.ComponentResource], ...] = (
     Platform,
     AksCluster,
+    AksNdPool,
     OnPremNodes,
     NetworkOperator,
     NicClusterPolicy,
@@ -230,8 +246,18 @@ def _onprem_nodes(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions 
 
 def _aks_cluster(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:
     cfg = stack_config("AksCluster", args)
-    c = AksClusterComponent(name, cfg, opts)
+    c = AksClusterComponent(name, platform_args.aks_cluster(cfg), opts)
     return c, {"clusterName": c.cluster_name}
+
+
+def _aks_nd_pool(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:
+    cfg = stack_config("AksNdPool", args)
+    pools = platform_args.aks_nd_pools(cfg)
+    if len(pools) != 1:
+        got = [p.pool_name for p in pools]
+        raise ConfigError([Issue("gpuaas:platform.gpuPools", f"AksNdPool builds exactly one pool (got {got})")])
+    c = AksNdPoolComponent(name, pools[0], opts)
+    return c, {"poolName": c.pool_name}
 
 
 def _team(name: str, args: dict[str, Any], opts: pulumi.ResourceOptions | None) -> Built:
@@ -254,6 +280,7 @@ class TeamComponent(pulumi.ComponentResource):
 BUILDERS: dict[str, Callable[[str, dict[str, Any], pulumi.ResourceOptions | None], Built]] = {
     "Platform": _platform,
     "AksCluster": _aks_cluster,
+    "AksNdPool": _aks_nd_pool,
     "OnPremNodes": _onprem_nodes,
     "NetworkOperator": _network_operator,
     "NicClusterPolicy": _nic_cluster_policy,

@@ -973,6 +973,19 @@ class AksClusterArgs(TypedDict):
     """As ``gpuaas:versions`` in a stack file. Pinned chart and image versions (``gpuaas:versions``). Defaults: the constants above."""
 
 
+class AksNdPoolArgs(TypedDict):
+    """Arguments of ``AksNdPool``: the stack-config sections it reads, each as a stack file writes it."""
+
+    platform: PlatformConfig
+    """As ``gpuaas:platform`` in a stack file. An existing bare-metal cluster with ConnectX HCAs, SR-IOV VFs and OpenSM. Azure AKS with ND-series InfiniBand GPU pools (pulumi-azure-native v3)."""
+    gpu_operator: NotRequired[GpuOperatorConfig]
+    """As ``gpuaas:gpuOperator`` in a stack file. NVIDIA GPU Operator."""
+    network: NotRequired[NetworkConfig]
+    """As ``gpuaas:network`` in a stack file. NVIDIA Network Operator and the NicClusterPolicy."""
+    versions: NotRequired[VersionsConfig]
+    """As ``gpuaas:versions`` in a stack file. Pinned chart and image versions (``gpuaas:versions``). Defaults: the constants above."""
+
+
 class TeamArgs(TypedDict):
     """Arguments of ``Team``: the stack-config sections it reads, each as a stack file writes it."""
 

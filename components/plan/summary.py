@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from components.clusters.aks import pool_capacity
+from components.clusters.nd_pools import pool_capacity
 from components.dra import claims
 from components.fabric import multus, opensm
 from components.model import dra, elastic, resources

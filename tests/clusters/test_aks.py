@@ -11,15 +11,9 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.runtime import rpc
 
-from components.clusters.aks import (
-    NODE_TEMPLATE_RESOURCES_TAG,
-    AksCluster,
-    agent_pool_args,
-    decode_kubeconfig,
-    managed_cluster_args,
-    node_resources,
-    pool_capacity,
-)
+from components import platform_args
+from components.clusters.aks import AksCluster, agent_pool_args, decode_kubeconfig, managed_cluster_args
+from components.clusters.nd_pools import NODE_TEMPLATE_RESOURCES_TAG, autoscaler_tags, node_resources, pool_capacity
 from components.clusters.onprem_nodes import pool_labels
 from components.loader import parse_config
 from components.model import capacity, resources, versions
@@ -173,6 +167,18 @@ def test_children_are_named_from_the_component(run_of: Callable[[str], Run]) -> 
     ]
 
 
+def test_each_gpu_pool_is_an_nd_pool_component_under_the_cluster(run_of: Callable[[str], Run]) -> None:
+    """One AksNdPool per pool, a child of the AksCluster; its AgentPool carries the pool component's name."""
+    run = run_of("aks")
+    component = _aks_component(run)
+    nd_pools = {r.name: r for r in run.of_type("gpuaas:index:AksNdPool")}
+    assert sorted(nd_pools) == sorted(AKS_AGENT_POOLS)
+    agent_pools = {r.name: r for r in run.of_type(AGENT_POOL)}
+    for name, pool in nd_pools.items():
+        assert pool.parent == component.urn
+        assert agent_pools[name].parent == pool.urn
+
+
 def test_kubeconfig_output_is_secret(run_of: Callable[[str], Run]) -> None:
     run = run_of("aks")
     assert "kubeconfig" in run.secret_outputs
@@ -196,7 +202,7 @@ def test_kubernetes_resources_use_the_aks_provider() -> None:
     """A resource given the component's provider registers with it (the stack's own are checked above)."""
 
     def program() -> None:
-        cluster = AksCluster("t", _cfg())
+        cluster = AksCluster("t", platform_args.aks_cluster(_cfg()))
         k8s.core.v1.Namespace(
             "ns", metadata={"name": "x"}, opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})
         )
@@ -273,7 +279,7 @@ def test_agent_pool_args_defaults() -> None:
     )
     aks = cfg.aks
     assert aks is not None
-    assert agent_pool_args(cfg, aks.gpu_pools[0]) == {
+    assert agent_pool_args(platform_args.aks_nd_pools(cfg)[0]) == {
         "agent_pool_name": "gpu",
         "mode": "User",
         "type": "VirtualMachineScaleSets",
@@ -318,7 +324,7 @@ def test_agent_pool_args_custom() -> None:
 
     cfg = _cfg(edit)
     assert cfg.aks is not None
-    args = agent_pool_args(cfg, cfg.aks.gpu_pools[0])
+    args = agent_pool_args(platform_args.aks_nd_pools(cfg)[0])
     assert args["vm_size"] == "Standard_ND96isr_H200_v5"
     assert args["os_sku"] == "Ubuntu2404"
     assert args["orchestrator_version"] == "1.35.7"
@@ -341,7 +347,7 @@ def test_an_empty_pool_advertises_what_its_nodes_will_offer() -> None:
     cfg = _cfg()
     assert cfg.aks is not None
     for pool in cfg.aks.gpu_pools:
-        seen = _autoscaler_reads(agent_pool_args(cfg, pool)["tags"])
+        seen = _autoscaler_reads(autoscaler_tags(cfg, pool))
         assert (
             seen
             == {"nvidia.com/gpu": "8", "rdma/hcashared": "1000"}
@@ -357,7 +363,7 @@ def test_a_mig_pool_advertises_its_instances() -> None:
 
     cfg = _cfg(edit)
     assert cfg.aks is not None
-    seen = _autoscaler_reads(agent_pool_args(cfg, cfg.aks.gpu_pools[0])["tags"])
+    seen = _autoscaler_reads(autoscaler_tags(cfg, cfg.aks.gpu_pools[0]))
     assert seen == {"nvidia.com/mig-1g.10gb": "56", "rdma/hcashared": "1000"}
 
 
@@ -374,11 +380,11 @@ def test_an_underscore_name_cannot_be_a_node_template() -> None:
 
     cfg = _cfg(edit)  # allowed: the pools never scale from zero
     assert cfg.aks is not None
-    assert _autoscaler_reads(agent_pool_args(cfg, cfg.aks.gpu_pools[0])["tags"]) == {"nvidia.com/gpu": "8"}
+    assert _autoscaler_reads(autoscaler_tags(cfg, cfg.aks.gpu_pools[0])) == {"nvidia.com/gpu": "8"}
 
 
 def test_managed_cluster_args_pins_version_and_names() -> None:
-    args = managed_cluster_args(_cfg())
+    args = managed_cluster_args(platform_args.aks_cluster(_cfg()))
     assert args["resource_name_"] == "gpuaas-aks"
     assert args["kubernetes_version"] == versions.AKS_KUBERNETES
     assert args["identity"] == {"type": "SystemAssigned"}

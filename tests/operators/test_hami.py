@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from components import platform_args
-from components.clusters.aks import autoscaler_tags, node_labels
+from components.clusters.nd_pools import autoscaler_tags, node_labels
 from components.loader import parse_config
 from components.model import hami, resources
 from components.operators import hami as hami_operator

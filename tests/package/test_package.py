@@ -16,6 +16,7 @@ import pytest
 from pulumi.provider.experimental.component import ComponentProvider
 
 from components import platform_args
+from components.clusters.aks import AksNdPool
 from components.clusters.onprem_nodes import OnPremNodes
 from components.fabric.ib_node_config import IbNodeConfig
 from components.loader import parse_config
@@ -95,6 +96,7 @@ def test_schema_exposes_the_components_with_their_arguments_documented() -> None
         for c in (
             "Platform",
             "AksCluster",
+            "AksNdPool",
             "OnPremNodes",
             "NetworkOperator",
             "NicClusterPolicy",
@@ -274,3 +276,56 @@ def test_the_providers_schema_is_the_one_the_host_infers_itself() -> None:
     own = ComponentProvider(list(provider.COMPONENTS), provider.PACKAGE, None, provider.VERSION)
     assert provider.GpuaasProvider().schema == own.schema
     assert "Defaults to" in str(own.schema)
+
+
+#: An existing AKS cluster with one ND pool to add, package form and stack-file form.
+AKS_POOL: t.PlatformConfig = {
+    "aks": {
+        "subscription_id": "00000000-0000-0000-0000-000000000000",
+        "location": "eastus",
+        "resource_group": {"name": "rg-existing", "create": False},
+        "cluster_name": "existing",
+        "existing_cluster": True,
+        "gpu_pools": [{"name": "ndh200", "vm_size": "Standard_ND96isr_H200_v5", "max_count": 3}],
+    }
+}
+AKS_POOL_STACK: dict[str, Any] = {
+    "kind": "aks",
+    "subscriptionId": "00000000-0000-0000-0000-000000000000",
+    "location": "eastus",
+    "resourceGroup": {"name": "rg-existing", "create": False},
+    "clusterName": "existing",
+    "existingCluster": True,
+    "gpuPools": [{"name": "ndh200", "vmSize": "Standard_ND96isr_H200_v5", "maxCount": 3}],
+}
+
+
+def test_an_nd_pool_built_through_the_provider_is_the_stack_programs_pool() -> None:
+    def records(program: Any) -> list[tuple[str, str, Any]]:
+        run = run_program("aks", config=fixture_config("aks"), program=program)
+        return sorted((r.type, r.name, r.inputs) for r in run.records if r.type != "pulumi:pulumi:Stack")
+
+    got = records(lambda: provider.BUILDERS["AksNdPool"]("p", {"platform": AKS_POOL}, None))
+    (pool,) = platform_args.aks_nd_pools(parse_config({"platform": AKS_POOL_STACK}))
+    want = records(lambda: AksNdPool("p", pool))
+    assert got == want
+    (agent_pool,) = [inputs for rtype, _, inputs in got if rtype == "azure-native:containerservice:AgentPool"]
+    assert (agent_pool["resourceGroupName"], agent_pool["resourceName"]) == ("rg-existing", "existing")
+    assert (agent_pool["vmSize"], agent_pool["maxCount"]) == ("Standard_ND96isr_H200_v5", 3)
+
+
+def test_an_nd_pool_is_one_pool() -> None:
+    two = {"aks": {**AKS_POOL["aks"], "gpu_pools": [{"name": "nda"}, {"name": "ndb"}]}}
+    with pytest.raises(ConfigError) as err:  # refused before anything is registered
+        provider.BUILDERS["AksNdPool"]("p", {"platform": two}, None)
+    assert [str(i) for i in err.value.issues] == [
+        "gpuaas:platform.gpuPools: AksNdPool builds exactly one pool (got ['nda', 'ndb'])"
+    ]
+    # The allowed twin: one pool.
+    one = {"aks": {**AKS_POOL["aks"], "gpu_pools": [{"name": "nda"}]}}
+    run = run_program(
+        "aks",
+        config=fixture_config("aks"),
+        program=lambda: provider.BUILDERS["AksNdPool"]("p", {"platform": one}, None),
+    )
+    assert [r.inputs["agentPoolName"] for r in run.of_type("azure-native:containerservice:AgentPool")] == ["nda"]
