@@ -223,8 +223,14 @@ def test_verification_maps_the_verify_teams_probes_and_burn_in_groups() -> None:
     raw = raw_stack("onprem")
     v = platform_args.verification(parse_config(raw))
     assert [t.key for t in v.targets] == ["vision"]  # the one team with verify: true
-    # By name after vision, wrapping: inference, in another partition.
-    assert [(p.client.key, p.server.key) for p in v.probes] == [("vision", "inference")]
+    # vision probes every other team's partition (each of the six teams has one), by name.
+    assert [(p.client.key, p.server.key) for p in v.probes] == [
+        ("vision", "inference"),
+        ("vision", "language"),
+        ("vision", "platform-qa"),
+        ("vision", "research"),
+        ("vision", "speech"),
+    ]
     assert v.burn_in_groups == {}  # burn-in off by default
     raw["verification"] = {"burnIn": {"enabled": True}}
     on = platform_args.verification(parse_config(raw))

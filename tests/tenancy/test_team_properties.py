@@ -320,8 +320,14 @@ def test_removing_a_team_removes_exactly_its_objects() -> None:
     before = {r.name: r for r in full.records}
     after = {r.name: r for r in less.records}
     removed = set(before) - set(after)
-    # its team objects and, with elastic quotas, its ClusterQueue and LocalQueue, and its PrometheusRule
-    own = ("gpuaas-teams-language-", "gpuaas-queues-language-", "gpuaas-observability-rules-team-language")
+    # its team objects and, with elastic quotas, its ClusterQueue and LocalQueue, its PrometheusRule, and the
+    # isolation probe the verifying team (vision) ran against its partition
+    own = (
+        "gpuaas-teams-language-",
+        "gpuaas-queues-language-",
+        "gpuaas-observability-rules-team-language",
+        "gpuaas-verification-isolation-vision-to-language-",
+    )
     assert removed == {n for n in before if n.startswith(own)}
     assert not set(after) - set(before)
     for name, rec in after.items():
