@@ -21,7 +21,7 @@ from components.model.network import Network, Toleration
 from components.operators.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.operators.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.operators.nic_cluster_policy import NicClusterPolicy, NicClusterPolicyArgs
-from components.plan.offline import Record, run_program
+from tests.reuse.harness import assert_depends_on_and_provider_reach_every_child, objects, run
 
 PART_OF = {"app.kubernetes.io/part-of": "gpuaas"}
 PRIVILEGED = {
@@ -31,16 +31,6 @@ PRIVILEGED = {
     "pod-security.kubernetes.io/warn": "privileged",
 }
 NVIDIA_REPO = {"repo": "https://helm.ngc.nvidia.com/nvidia"}
-
-
-def run(program: Callable[[], None]) -> list[Record]:
-    """``program``'s registrations under the mocks, with no gpuaas stack config at all."""
-    return run_program("reuse", config={}, program=program).records
-
-
-def objects(records: list[Record]) -> dict[str, tuple[str, str, dict[str, Any]]]:
-    """Each resource (not component) by logical name: (type, parent's logical name, inputs)."""
-    return {r.name: (r.type, r.parent.rsplit("::", 1)[1], r.inputs) for r in records if r.custom}
 
 
 def test_network_operator_alone() -> None:
@@ -226,20 +216,7 @@ COMPONENTS: dict[str, Callable[[str, pulumi.ResourceOptions], pulumi.ComponentRe
 
 @pytest.mark.parametrize("component", sorted(COMPONENTS))
 def test_depends_on_and_the_provider_reach_every_child(component: str) -> None:
-    def program() -> None:
-        provider = k8s.Provider("theirs", context="their-cluster")
-        first = k8s.core.v1.ConfigMap(
-            "first", metadata={"name": "first"}, opts=pulumi.ResourceOptions(provider=provider)
-        )
-        COMPONENTS[component]("it", pulumi.ResourceOptions(depends_on=[first], providers={"kubernetes": provider}))
-
-    records = run(program)
-    first = next(r.urn for r in records if r.name == "first")
-    children = [r for r in records if r.custom and r.name.startswith("it-")]
-    assert children
-    for child in children:
-        assert first in child.dependencies, f"{child.name} does not wait for the program's depends_on"
-        assert child.provider.split("::")[-2] == "theirs", f"{child.name} is not on the program's provider"
+    assert_depends_on_and_provider_reach_every_child(COMPONENTS[component])
 
 
 def test_an_output_of_resources_is_refused_as_depends_on() -> None:

@@ -29,7 +29,7 @@ from components.model.sharing import MigConfig
 from components.model.teams import OnPremPartition
 from components.model.versions import Versions
 from components.operators.hami import Hami, HamiArgs
-from components.plan.offline import Record, run_program
+from tests.reuse.harness import assert_depends_on_and_provider_reach_every_child, objects, run
 
 PART_OF = {"app.kubernetes.io/part-of": "gpuaas"}
 FORCE = {"pulumi.com/patchForce": "true"}
@@ -41,20 +41,6 @@ PARTITIONS = {
     "vision": OnPremPartition(pkey=0x0001, vf_index=0),
     "speech": OnPremPartition(pkey=0x0003, vf_index=1, ipoib=False),
 }
-
-
-def run(program: Callable[[], object]) -> list[Record]:
-    """``program``'s registrations under the mocks, with no gpuaas stack config at all."""
-
-    def main() -> None:
-        program()
-
-    return run_program("reuse", config={}, program=main).records
-
-
-def objects(records: list[Record]) -> dict[str, tuple[str, str, dict[str, Any]]]:
-    """Each resource (not component) by logical name: (type, parent's logical name, inputs)."""
-    return {r.name: (r.type, r.parent.rsplit("::", 1)[1], r.inputs) for r in records if r.custom}
 
 
 def _node_patch(node: str, labels: dict[str, str]) -> tuple[str, str, dict[str, Any]]:
@@ -392,20 +378,7 @@ COMPONENTS: dict[str, Callable[[str, pulumi.ResourceOptions], pulumi.ComponentRe
 
 @pytest.mark.parametrize("component", sorted(COMPONENTS))
 def test_depends_on_and_the_provider_reach_every_child(component: str) -> None:
-    def program() -> None:
-        provider = k8s.Provider("theirs", context="their-cluster")
-        first = k8s.core.v1.ConfigMap(
-            "first", metadata={"name": "first"}, opts=pulumi.ResourceOptions(provider=provider)
-        )
-        COMPONENTS[component]("it", pulumi.ResourceOptions(depends_on=[first], providers={"kubernetes": provider}))
-
-    records = run(program)
-    first = next(r.urn for r in records if r.name == "first")
-    children = [r for r in records if r.custom and r.name.startswith("it-")]
-    assert children
-    for child in children:
-        assert first in child.dependencies, f"{child.name} does not wait for the program's depends_on"
-        assert child.provider.split("::")[-2] == "theirs", f"{child.name} is not on the program's provider"
+    assert_depends_on_and_provider_reach_every_child(COMPONENTS[component])
 
 
 def test_hamis_release_after_holds_back_the_release_and_the_node_validation_only() -> None:

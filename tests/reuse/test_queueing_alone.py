@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -25,23 +24,14 @@ from components.model.queues import KueuePreemption
 from components.model.queues import Queues as QueuesConfig
 from components.model.verification import Verification as VerificationConfig
 from components.observability.component import Observability, ObservabilityArgs
-from components.plan.offline import Record, run_program
+from components.plan.offline import Record
 from components.proofs.targets import Target
 from components.proofs.verification import Verification, VerificationArgs
 from components.queueing.queues import Flavor, Queues, QueuesArgs, TeamQueue
+from tests.reuse.harness import assert_depends_on_and_provider_reach_every_child, objects, run
 
 PART_OF = {"app.kubernetes.io/part-of": "gpuaas"}
 KUEUE = "kueue.x-k8s.io/v1beta2"
-
-
-def run(program: Callable[[], None]) -> list[Record]:
-    """``program``'s registrations under the mocks, with no gpuaas stack config at all."""
-    return run_program("reuse", config={}, program=program).records
-
-
-def objects(records: list[Record]) -> dict[str, tuple[str, str, dict[str, Any]]]:
-    """Each resource (not component) by logical name: (type, parent's logical name, inputs)."""
-    return {r.name: (r.type, r.parent.rsplit("::", 1)[1], r.inputs) for r in records if r.custom}
 
 
 def by_name(records: list[Record]) -> dict[str, Record]:
@@ -376,19 +366,4 @@ COMPONENTS: dict[str, Callable[[str, pulumi.ResourceOptions], pulumi.ComponentRe
 
 @pytest.mark.parametrize("component", sorted(COMPONENTS))
 def test_depends_on_and_the_provider_reach_every_child(component: str) -> None:
-    def program() -> None:
-        provider = k8s.Provider("theirs", context="their-cluster")
-        first = k8s.core.v1.ConfigMap(
-            "first", metadata={"name": "first"}, opts=pulumi.ResourceOptions(provider=provider)
-        )
-        it = COMPONENTS[component]("it", pulumi.ResourceOptions(depends_on=[first], providers={"kubernetes": provider}))
-        if isinstance(it, Queues):
-            it.local_queues({})
-
-    records = run(program)
-    first = next(r.urn for r in records if r.name == "first")
-    children = [r for r in records if r.custom and r.name.startswith("it-")]
-    assert children
-    for child in children:
-        assert first in child.dependencies, f"{child.name} does not wait for the program's depends_on"
-        assert child.provider.split("::")[-2] == "theirs", f"{child.name} is not on the program's provider"
+    assert_depends_on_and_provider_reach_every_child(COMPONENTS[component])

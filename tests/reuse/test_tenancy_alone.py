@@ -19,10 +19,10 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from components.model.teams import AksPartition, OnPremPartition, Team
-from components.plan.offline import Record, run_program
 from components.tenancy.admission import Admission, AdmissionArgs
 from components.tenancy.networks import PartitionNetworks
 from components.tenancy.teams import TeamArgs, Teams, TeamsArgs
+from tests.reuse.harness import assert_depends_on_and_provider_reach_every_child, objects, run
 
 PART_OF = {"app.kubernetes.io/part-of": "gpuaas"}
 READ = ["get", "list", "watch"]
@@ -31,15 +31,6 @@ TEAMS_SELECTOR = {"namespaceSelector": {"matchExpressions": [{"key": "gpuaas.io/
 PODS_CREATE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
 #: The team's own quota, written as a platform team would for its cluster: 8 VFs of its partition.
 QUOTA = {"requests.nvidia.com/sriov8001": "8", "requests.cpu": "32", "requests.memory": "256Gi", "pods": "50"}
-
-
-def run(program: Callable[[], None]) -> list[Record]:
-    return run_program("reuse", config={}, program=program).records
-
-
-def objects(records: list[Record]) -> dict[str, tuple[str, str, dict[str, Any]]]:
-    """Each resource (not component) by logical name: (type, parent's logical name, inputs)."""
-    return {r.name: (r.type, r.parent.rsplit("::", 1)[1], r.inputs) for r in records if r.custom}
 
 
 def vision(**team: Any) -> TeamArgs:
@@ -449,17 +440,4 @@ COMPONENTS: dict[str, Callable[[str, pulumi.ResourceOptions], pulumi.ComponentRe
 
 @pytest.mark.parametrize("component", sorted(COMPONENTS))
 def test_depends_on_and_the_provider_reach_every_child(component: str) -> None:
-    def program() -> None:
-        provider = k8s.Provider("theirs", context="their-cluster")
-        first = k8s.core.v1.ConfigMap(
-            "first", metadata={"name": "first"}, opts=pulumi.ResourceOptions(provider=provider)
-        )
-        COMPONENTS[component]("it", pulumi.ResourceOptions(depends_on=[first], providers={"kubernetes": provider}))
-
-    records = run(program)
-    first = next(r.urn for r in records if r.name == "first")
-    children = [r for r in records if r.custom and r.name.startswith("it-")]
-    assert children
-    for child in children:
-        assert first in child.dependencies, f"{child.name} does not wait for the program's depends_on"
-        assert child.provider.split("::")[-2] == "theirs", f"{child.name} is not on the program's provider"
+    assert_depends_on_and_provider_reach_every_child(COMPONENTS[component])
