@@ -29,7 +29,7 @@ from components.tenancy import teams
 from e2e.controlplane import ControlPlane
 from e2e.kube import ApiError, Identity, Kube
 from e2e.plan_apply import apply_plan
-from tests.e2e.conftest import need_upstream, start_plane
+from tests.e2e.conftest import need_upstream, start_plane, wait_until_refused
 from tests.e2e.test_dra_quota_and_claim_guard_hold import driver_device_classes
 
 DRA_STACK: Final = ROOT / "tests" / "stacks" / "onprem-dra.yaml"
@@ -107,6 +107,10 @@ def test_a_team_claims_a_device_its_queue_may_borrow(kube: Kube) -> None:
 
 
 def test_a_class_the_queue_may_not_borrow_is_refused_by_the_claims_policy(kube: Kube) -> None:
+    # The API server loads a stored policy a moment later (on a busy machine, later still): until then
+    # the real ResourceQuota refuses the claim (language's limit is 0), naming the quota, not the policy.
+    policy = f"ValidatingAdmissionPolicy '{dra_tenancy.CLAIMS_POLICY}'"
+    wait_until_refused(kube, claim("language", SMALL), LANGUAGE, policy, timeout=120)
     message = refused(kube, claim("language", SMALL), LANGUAGE)
     assert f"ValidatingAdmissionPolicy '{dra_tenancy.CLAIMS_POLICY}'" in message, message
     assert "a team may claim only the device classes its quota covers" in message
