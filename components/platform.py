@@ -190,12 +190,16 @@ class Platform(pulumi.ComponentResource):
                 f"{name}-observability", platform_args.observability(cfg, kueue_after=tuple(after_teams)), cluster_opts
             )
         # 11. Verification workloads, last: they prove everything above. The Jobs run in the team
-        #     namespaces, under their quotas, admission policies and with their NADs.
-        #     Registered last, with no depends_on: Verification forwards its depends_on to every child,
-        #     and its Jobs never waited for the teams (the SDK did not pass the component's depends_on
-        #     on; tests/urns records each resource's dependencies). Ordering them after the teams is a
-        #     dependency change of its own, not part of giving the component its arguments (issue #33).
-        verification = Verification(f"{name}-verification", platform_args.verification(cfg), cluster_opts)
+        #     namespaces, under their quotas, admission policies and with their NADs, so they come
+        #     after the teams, their LocalQueues and claim templates (Verification forwards its
+        #     depends_on to every child). Before, nothing ordered them (the SDK did not pass the
+        #     component's depends_on on): a first run created them while the teams still waited for
+        #     the Network Operator's first reconcile, and failed "namespaces not found" once that
+        #     took longer than the provider's create retries (the real operator on the e2e fleet,
+        #     issue 34; a real cluster first pulls the operator's image).
+        verification = Verification(
+            f"{name}-verification", platform_args.verification(cfg), _after(cluster_opts, *after_teams)
+        )
         if verification.jobs:
             self.exports["verificationJobs"] = verification.jobs
 
