@@ -109,7 +109,8 @@ class TeamsArgs:
     guards: tuple[pulumi.Resource, ...] = ()
     """The admission policies and bindings that make a quota or a RoleBinding safe (a quota lets a team request
     GPUs and RDMA, a RoleBinding lets it create pods): the quotas and RoleBindings wait for them
-    (:data:`GUARDED`), the namespaces do not; defaults to none."""
+    (:data:`GUARDED`) through the member ClusterRole, which waits for all of them; the namespaces do not;
+    defaults to none."""
 
 
 def namespace(team: TeamArgs, networks: PartitionNetworks | None = None) -> Manifest:
@@ -328,7 +329,15 @@ class Teams(pulumi.ComponentResource):
         self.namespaces = {}
         self.exports = {}
         after_all = [*args.objects_after, *depends_on]
-        member = kube.apply(f"{name}-member-role", cluster_role(args.queue_integrations), kube.child(self, after_all))
+        # The member role is the guards' barrier: it waits for every guard, and each guarded object waits
+        # for it, so a guarded object still comes after every guard, through one edge instead of one per
+        # guard (issue 37: ~33 guards × 3 objects a team were most of a large plan's edges). The role
+        # grants nothing until a RoleBinding binds it, and the RoleBindings come after it anyway.
+        member = kube.apply(
+            f"{name}-member-role",
+            cluster_role(args.queue_integrations),
+            kube.child(self, [*after_all, *args.guards]),
+        )
         for team in args.teams:
             t = team.team
             objects = team_objects(team, args.networks)
@@ -339,9 +348,7 @@ class Teams(pulumi.ComponentResource):
             ns = kube.apply(f"{name}-{t.name}-namespace", objects.pop("namespace"), ns_opts)
             self.namespaces[t.name] = ns
             for role_name, manifest in objects.items():
-                after: list[pulumi.Resource] = [ns, member] if role_name == "rolebinding" else [ns]
-                if role_name in GUARDED:
-                    after.extend(args.guards)
+                after: list[pulumi.Resource] = [ns, member] if role_name in GUARDED else [ns]
                 kube.apply(f"{name}-{t.name}-{role_name}", manifest, kube.child(self, [*after, *after_all]))
             self.exports[t.name] = team_export(team, args.networks)
         self.register_outputs({"teams": self.exports})

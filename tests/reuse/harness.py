@@ -49,3 +49,16 @@ def assert_depends_on_and_provider_reach_every_child(build: Build) -> None:
     for child in children:
         assert first in child.dependencies, f"{child.name} does not wait for the program's depends_on"
         assert child.provider.split("::")[-2] == "theirs", f"{child.name} is not on the program's provider"
+
+
+def waits_for(records: list[Record], record: Record) -> set[str]:
+    """Every URN ``record`` waits for, directly or through what it waits for (how the engine orders)."""
+    by_urn = {r.urn: r for r in records}
+    seen: set[str] = set()
+    todo = list(record.dependencies)
+    while todo:
+        urn = todo.pop()
+        if urn not in seen:
+            seen.add(urn)
+            todo.extend(by_urn[urn].dependencies if urn in by_urn else ())
+    return seen

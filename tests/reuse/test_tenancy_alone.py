@@ -22,7 +22,7 @@ from components.model.teams import AksPartition, OnPremPartition, Team
 from components.tenancy.admission import Admission, AdmissionArgs
 from components.tenancy.networks import PartitionNetworks
 from components.tenancy.teams import TeamArgs, Teams, TeamsArgs
-from tests.reuse.harness import assert_depends_on_and_provider_reach_every_child, objects, run
+from tests.reuse.harness import assert_depends_on_and_provider_reach_every_child, objects, run, waits_for
 
 PART_OF = {"app.kubernetes.io/part-of": "gpuaas"}
 READ = ["get", "list", "watch"]
@@ -421,7 +421,8 @@ def test_the_quota_and_role_binding_wait_for_the_guards_the_namespace_does_not()
     guards = {r.urn for r in records if r.custom and r.name.startswith("guards-")}
     crd = next(r.urn for r in records if r.name == "crd")
     assert len(guards) == 6
-    deps = {r.name: set(r.dependencies) for r in records if r.name.startswith("lab-")}
+    # What each waits for, directly or through another (the guarded objects through the member role).
+    deps = {r.name: waits_for(records, r) for r in records if r.name.startswith("lab-")}
     for guarded in ("lab-vision-quota", "lab-vision-no-critical-priority", "lab-vision-rolebinding"):
         assert guards | {crd} <= deps[guarded], guarded
     # The unguarded twins: limits and NAD wait for the CRD, not the guards; the namespace for neither.

@@ -25,6 +25,7 @@ from components.tenancy import network_admission, networks, quotas, teams
 from tests import tenancy_objects
 from tests.admission_cases import ALLOWED, REFUSED
 from tests.conftest import fixture_config, qualified, raw_stack
+from tests.reuse.harness import waits_for
 from tests.schema_helpers import crd_schema, strict, validate_against_crd
 
 K8S_VERSION = "1.33.0"
@@ -478,14 +479,21 @@ def test_team_quotas_and_role_bindings_wait_for_every_admission_guard(stack: str
     for team in cfg.teams:
         for role in sorted(teams.GUARDED & set(tenancy_objects.team_objects(cfg, team))):
             r = run.named(f"gpuaas-teams-{team.name}-{role}")
-            assert {g.urn for g in guards} <= set(r.dependencies), r.name
+            assert {g.urn for g in guards} <= waits_for(run.records, r), r.name
             assert all(order[g.urn] < order[r.urn] for g in guards), f"{r.name} registered before a guard"
         # The unguarded twin: the namespace waits for no guard (the guards need no namespace).
         ns = run.named(f"gpuaas-teams-{team.name}-namespace")
-        assert not {g.urn for g in guards} & set(ns.dependencies)
+        assert not {g.urn for g in guards} & waits_for(run.records, ns)
     # Nor do the guards wait for a team namespace (they select namespaces by label).
     team_ns = {run.named(f"gpuaas-teams-{t.name}-namespace").urn for t in cfg.teams}
-    assert not any(team_ns & set(g.dependencies) for g in guards)
+    assert not any(team_ns & waits_for(run.records, g) for g in guards)
+    # One barrier (issue 37): a guarded object waits for the guards through the member role alone, not
+    # one edge per guard; the role waits for every guard itself.
+    member = run.named("gpuaas-teams-member-role")
+    assert {g.urn for g in guards} <= set(member.dependencies)
+    for team in cfg.teams:
+        quota = run.named(f"gpuaas-teams-{team.name}-quota")
+        assert member.urn in quota.dependencies and not {g.urn for g in guards} & set(quota.dependencies)
 
 
 def _dra_elastic_run() -> Any:
@@ -513,16 +521,16 @@ def test_quotas_wait_for_the_queue_and_claim_guards_too() -> None:
     for team in cfg.teams:
         for role in ("quota", "rolebinding"):
             r = run.named(f"gpuaas-teams-{team.name}-{role}")
-            missing = {g.name for g in guards if g.urn not in r.dependencies}
+            missing = {g.name for g in guards if g.urn not in waits_for(run.records, r)}
             assert not missing, f"{r.name} does not wait for {sorted(missing)}"
             assert all(order[g.urn] < order[r.urn] for g in guards), f"{r.name} registered before a guard"
         # the claims RoleBinding (create ResourceClaims) waits for the claim guards as well
         claims_binding = run.named(f"gpuaas-dra-{team.name}-rolebinding")
         assert {g.urn for g in dra_guards} <= set(claims_binding.dependencies)
         # the allowed twin: the namespace waits for none of them, nor a claim template
-        assert not {g.urn for g in guards} & set(run.named(f"gpuaas-teams-{team.name}-namespace").dependencies)
+        assert not {g.urn for g in guards} & waits_for(run.records, run.named(f"gpuaas-teams-{team.name}-namespace"))
     team_ns = {run.named(f"gpuaas-teams-{t.name}-namespace").urn for t in cfg.teams}
-    assert not any(team_ns & set(g.dependencies) for g in guards), "the guards need no team namespace"
+    assert not any(team_ns & waits_for(run.records, g) for g in guards), "the guards need no team namespace"
     # the LocalQueues still come after their namespaces
     for team in cfg.teams:
         lq = run.named(f"gpuaas-queues-{team.name}-local-queue")
