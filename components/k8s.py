@@ -12,8 +12,9 @@ Nothing here knows a team, a partition or an operator's objects.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -24,97 +25,163 @@ from components.model.resources import PART_OF
 
 Manifest = dict[str, Any]
 
-_TYPED: dict[tuple[str, str], Any] = {
-    ("v1", "Namespace"): k8s.core.v1.Namespace,
-    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
-    ("v1", "Secret"): k8s.core.v1.Secret,
-    ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
-    ("v1", "LimitRange"): k8s.core.v1.LimitRange,
-    ("v1", "Service"): k8s.core.v1.Service,
-    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
-    ("v1", "Pod"): k8s.core.v1.Pod,
-    ("apps/v1", "DaemonSet"): k8s.apps.v1.DaemonSet,
-    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
-    ("batch/v1", "Job"): k8s.batch.v1.Job,
-    ("batch/v1", "CronJob"): k8s.batch.v1.CronJob,
-    ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
-    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"): k8s.rbac.v1.ClusterRole,
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): k8s.rbac.v1.ClusterRoleBinding,
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicy
+
+class Builtin(NamedTuple):
+    """How a built-in kind's typed pulumi-kubernetes class registers it, said once."""
+
+    #: The typed class: module under ``pulumi_kubernetes`` and class name (imported only where used).
+    typed: tuple[str, str]
+    #: The type token the typed class registers (``kubernetes:core/v1:Namespace``).
+    token: str
+    #: The typed class's aliases (the kind's older API versions): what keeps a state's URNs.
+    aliases: tuple[str, ...] = ()
+    #: The fields the typed class makes secret (its inputs wrapped, ``additional_secret_outputs``).
+    secrets: tuple[str, ...] = ()
+
+
+def _rbac(kind: str) -> Builtin:
+    group = "rbac.authorization.k8s.io"
+    return Builtin(
+        ("rbac.v1", kind),
+        f"kubernetes:{group}/v1:{kind}",
+        (f"kubernetes:{group}/v1alpha1:{kind}", f"kubernetes:{group}/v1beta1:{kind}"),
+    )
+
+
+def _admission(kind: str) -> Builtin:
+    group = "admissionregistration.k8s.io"
+    return Builtin(
+        ("admissionregistration.v1", kind),
+        f"kubernetes:{group}/v1:{kind}",
+        (f"kubernetes:{group}/v1alpha1:{kind}", f"kubernetes:{group}/v1beta1:{kind}"),
+    )
+
+
+#: Every built-in kind the renderers produce, by (apiVersion, kind); a server-side-apply patch of a
+#: kind is ``<Kind>Patch``. Each is registered as a generic ``CustomResource`` with its typed class's
+#: own type token, properties, provider version, aliases and secret fields, not through the typed
+#: class: the typed classes' argument objects and type translation were half the SDK's cost per
+#: resource (0.91 -> 0.46 ms per RoleBinding), and importing ``pulumi_kubernetes.core.v1`` and its
+#: siblings a quarter of a small plan's CPU (issue 37). The aliases and secrets are the typed
+#: classes' (``alias_opts``/``secret_opts`` in pulumi-kubernetes 4.34.2); tests/plan/test_generic_kinds.py
+#: proves every registration of both stacks equal to the typed class's (inputs, options, aliases,
+#: secrets, version) by running each stack once more with :data:`GENERIC` emptied.
+BUILTIN: dict[tuple[str, str], Builtin] = {
+    ("v1", "Namespace"): Builtin(("core.v1", "Namespace"), "kubernetes:core/v1:Namespace"),
+    ("v1", "ConfigMap"): Builtin(("core.v1", "ConfigMap"), "kubernetes:core/v1:ConfigMap"),
+    ("v1", "Secret"): Builtin(("core.v1", "Secret"), "kubernetes:core/v1:Secret", secrets=("data", "stringData")),
+    ("v1", "ResourceQuota"): Builtin(("core.v1", "ResourceQuota"), "kubernetes:core/v1:ResourceQuota"),
+    ("v1", "LimitRange"): Builtin(("core.v1", "LimitRange"), "kubernetes:core/v1:LimitRange"),
+    ("v1", "Service"): Builtin(("core.v1", "Service"), "kubernetes:core/v1:Service"),
+    ("v1", "ServiceAccount"): Builtin(("core.v1", "ServiceAccount"), "kubernetes:core/v1:ServiceAccount"),
+    ("v1", "Pod"): Builtin(("core.v1", "Pod"), "kubernetes:core/v1:Pod"),
+    ("v1", "NodePatch"): Builtin(("core.v1", "NodePatch"), "kubernetes:core/v1:NodePatch"),
+    ("apps/v1", "DaemonSet"): Builtin(
+        ("apps.v1", "DaemonSet"),
+        "kubernetes:apps/v1:DaemonSet",
+        ("kubernetes:apps/v1beta2:DaemonSet", "kubernetes:extensions/v1beta1:DaemonSet"),
     ),
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): (
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+    ("apps/v1", "Deployment"): Builtin(
+        ("apps.v1", "Deployment"),
+        "kubernetes:apps/v1:Deployment",
+        (
+            "kubernetes:apps/v1beta1:Deployment",
+            "kubernetes:apps/v1beta2:Deployment",
+            "kubernetes:extensions/v1beta1:Deployment",
+        ),
+    ),
+    ("batch/v1", "Job"): Builtin(("batch.v1", "Job"), "kubernetes:batch/v1:Job"),
+    ("batch/v1", "CronJob"): Builtin(
+        ("batch.v1", "CronJob"),
+        "kubernetes:batch/v1:CronJob",
+        ("kubernetes:batch/v1beta1:CronJob", "kubernetes:batch/v2alpha1:CronJob"),
+    ),
+    ("scheduling.k8s.io/v1", "PriorityClass"): Builtin(
+        ("scheduling.v1", "PriorityClass"),
+        "kubernetes:scheduling.k8s.io/v1:PriorityClass",
+        ("kubernetes:scheduling.k8s.io/v1alpha1:PriorityClass", "kubernetes:scheduling.k8s.io/v1beta1:PriorityClass"),
+    ),
+    ("rbac.authorization.k8s.io/v1", "Role"): _rbac("Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): _rbac("RoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): _rbac("ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): _rbac("ClusterRoleBinding"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): _admission("ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): _admission(
+        "ValidatingAdmissionPolicyBinding"
     ),
 }
+
+#: The kinds registered generically (all of :data:`BUILTIN`); the equivalence test empties it to
+#: run the same program through the typed classes.
+GENERIC: frozenset[tuple[str, str]] = frozenset(BUILTIN)
 
 
 def apply(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None) -> pulumi.CustomResource:
     """Register ``manifest`` as a resource with logical name ``name``.
 
-    Typed classes take the manifest's top-level fields as arguments; any other kind becomes an
-    ``apiextensions.CustomResource`` carrying every field (e.g. ``spec``) unchanged. A built-in
-    kind must be in ``_TYPED``: the provider knows the core group only as ``core/v1``, and the real
-    engine refuses ``kubernetes:v1:<Kind>`` ("apiVersion does not have both a group and a version").
+    A built-in kind (:data:`BUILTIN`) is registered as its typed class registers it; any other kind
+    becomes an ``apiextensions.CustomResource`` carrying every field (e.g. ``spec``) unchanged. A
+    built-in kind must be in :data:`BUILTIN`: the provider knows the core group only as ``core/v1``,
+    and the real engine refuses ``kubernetes:v1:<Kind>`` ("apiVersion does not have both a group and
+    a version").
     """
-    api, kind = manifest["apiVersion"], manifest["kind"]
-    if not manifest.get("metadata", {}).get("name"):
+    return _register(name, manifest, opts, manifest["kind"])
+
+
+def apply_patch(
+    name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
+) -> pulumi.CustomResource:
+    """Register ``manifest`` as a server-side-apply patch (``NodePatch``): Pulumi owns only the fields it sends."""
+    return _register(name, manifest, opts, f"{manifest['kind']}Patch")
+
+
+def _register(
+    name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions | None, kind: str
+) -> pulumi.CustomResource:
+    api, metadata = manifest["apiVersion"], manifest.get("metadata")
+    # A gated body (components.guards.gate) is an Output: its name was checked before it was gated.
+    if not isinstance(metadata, pulumi.Output) and not (metadata or {}).get("name"):
         raise ValueError(f"{kind} {name!r} has no metadata.name: cluster objects are always named explicitly")
-    fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-    cls = _TYPED.get((api, kind))
-    if cls is None and "/" not in api:
+    builtin = BUILTIN.get((api, kind))
+    if builtin is None and "/" not in api:
         # The provider reads an untyped kind as a custom resource, group/version: a core kind
         # registered that way fails only at `pulumi up` ("apiVersion does not have both a group
         # and a version"), after everything before it was created.
-        raise ValueError(f"{kind} {name!r}: core kind {api}/{kind} has no typed class in components/k8s.py _TYPED")
-    if cls is None and set(fields) - {"metadata", "spec"}:
+        raise ValueError(f"{kind} {name!r}: core kind {api}/{kind} has no entry in components/k8s.py BUILTIN")
+    if builtin is not None and (api, kind) in GENERIC:
+        return _BuiltinObject(name, builtin, manifest, opts)
+    fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    if builtin is not None:
+        module, cls = builtin.typed
+        typed = getattr(importlib.import_module(f"pulumi_kubernetes.{module}"), cls)
+        return typed(name, opts=opts, **{_snake(k): v for k, v in fields.items()})  # type: ignore[no-any-return]
+    if set(fields) - {"metadata", "spec"}:
         return _CustomObject(name, manifest, opts)
-    if cls is None:
-        return k8s.apiextensions.CustomResource(name, api_version=api, kind=kind, opts=opts, **fields)
-    generic = GENERIC.get((api, kind))
-    if generic is not None:
-        return _BuiltinObject(name, generic, manifest, opts)
-    return cls(name, opts=opts, **{_snake(k): v for k, v in fields.items()})  # type: ignore[no-any-return]
-
-
-#: The built-in kinds a fleet registers by the thousand (a ResourceQuota per team and pool kind, a
-#: RoleBinding per team), registered as a generic ``CustomResource`` with the typed class's own type
-#: token, properties, provider version and aliases: the typed classes' argument objects and type
-#: translation were half the SDK's cost per resource (0.91 -> 0.46 ms per RoleBinding; issue 37).
-#: Kind -> (type token, the typed class's aliases). tests/plan/test_generic_kinds.py proves every
-#: registration equal to the typed class's (inputs, options, aliases, version) for both stacks.
-GENERIC: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
-    ("v1", "ResourceQuota"): ("kubernetes:core/v1:ResourceQuota", ()),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): (
-        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
-        (
-            "kubernetes:rbac.authorization.k8s.io/v1alpha1:RoleBinding",
-            "kubernetes:rbac.authorization.k8s.io/v1beta1:RoleBinding",
-        ),
-    ),
-}
+    return k8s.apiextensions.CustomResource(name, api_version=api, kind=manifest["kind"], opts=opts, **fields)
 
 
 class _BuiltinObject(pulumi.CustomResource):
-    """A built-in kind of :data:`GENERIC`, registered as its typed class would register it."""
+    """A built-in kind of :data:`BUILTIN`, registered as its typed class would register it."""
 
     def __init__(
-        self,
-        name: str,
-        generic: tuple[str, tuple[str, ...]],
-        manifest: Mapping[str, Any],
-        opts: pulumi.ResourceOptions | None,
+        self, name: str, builtin: Builtin, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions | None
     ) -> None:
-        token, aliases = generic
-        # As the typed class: the provider's defaults (its version) first, the caller's options, then its aliases.
+        props = dict(manifest)
+        # As the typed class: the provider's defaults (its version) first, the caller's options,
+        # its secret fields, then its aliases.
         merged = pulumi.ResourceOptions.merge(k8s._utilities.get_resource_opts_defaults(), opts)
-        if aliases:
+        if builtin.secrets:
+            for key in builtin.secrets:
+                if props.get(key) is not None:
+                    props[key] = pulumi.Output.secret(props[key])
             merged = pulumi.ResourceOptions.merge(
-                merged, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=a) for a in aliases])
+                merged, pulumi.ResourceOptions(additional_secret_outputs=list(builtin.secrets))
             )
-        super().__init__(token, name, dict(manifest), merged)
+        if builtin.aliases:
+            merged = pulumi.ResourceOptions.merge(
+                merged, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=a) for a in builtin.aliases])
+            )
+        super().__init__(builtin.token, name, props, merged)
 
 
 class _CustomObject(pulumi.CustomResource):

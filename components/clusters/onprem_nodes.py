@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components import k8s as kube
 from components.guards.gate import gated
@@ -139,7 +138,7 @@ class OnPremNodes(pulumi.ComponentResource):
     ``opts.depends_on`` (the ConfigMaps the labels name) reaches every patch.
     """
 
-    patches: dict[str, k8s.core.v1.NodePatch]
+    patches: dict[str, pulumi.CustomResource]
 
     def __init__(self, name: str, args: OnPremNodesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:OnPremNodes", name, None, opts)
@@ -147,9 +146,9 @@ class OnPremNodes(pulumi.ComponentResource):
         self.patches = {}
         for node, labels in labels_by_node(args.node_groups, args.nodes).items():
             body = node_patch(node, labels)
-            self.patches[node] = k8s.core.v1.NodePatch(
+            self.patches[node] = kube.apply_patch(
                 f"{name}-{node}",
-                metadata=gated(args.gate, body["metadata"]),
+                {"apiVersion": "v1", "kind": "Node", "metadata": gated(args.gate, body["metadata"])},
                 # Dropping a node from config leaves its labels as they are: deleting the patch
                 # would remove nvidia.com/mig.config, the GPU Operator would apply its default
                 # (all-disabled) and reset the node's GPUs under its pods.
