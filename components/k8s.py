@@ -39,23 +39,19 @@ class Builtin(NamedTuple):
     secrets: tuple[str, ...] = ()
 
 
-def _rbac(kind: str) -> Builtin:
-    group = "rbac.authorization.k8s.io"
-    return Builtin(
-        ("rbac.v1", kind),
-        f"kubernetes:{group}/v1:{kind}",
-        (f"kubernetes:{group}/v1alpha1:{kind}", f"kubernetes:{group}/v1beta1:{kind}"),
-    )
+def _builtin(
+    group: str, kind: str, older: Sequence[str] = (), secrets: tuple[str, ...] = ()
+) -> tuple[tuple[str, str], Builtin]:
+    """``kind`` of ``group`` at v1 (``""``: core), its typed class and its aliases: the same kind at
+    each of ``older`` (``"v1beta1"``, or ``"extensions/v1beta1"`` where the group differs)."""
+    api = f"{group}/v1" if group else "v1"
+    module = f"{group.split('.')[0] if group else 'core'}.v1"
+    aliases = tuple(f"kubernetes:{o if '/' in o else f'{group}/{o}'}:{kind}" for o in older)
+    return (api, kind), Builtin((module, kind), f"kubernetes:{group or 'core'}/v1:{kind}", aliases, secrets)
 
 
-def _admission(kind: str) -> Builtin:
-    group = "admissionregistration.k8s.io"
-    return Builtin(
-        ("admissionregistration.v1", kind),
-        f"kubernetes:{group}/v1:{kind}",
-        (f"kubernetes:{group}/v1alpha1:{kind}", f"kubernetes:{group}/v1beta1:{kind}"),
-    )
-
+_RBAC, _ADMISSION = "rbac.authorization.k8s.io", "admissionregistration.k8s.io"
+_OLDER = ("v1alpha1", "v1beta1")
 
 #: Every built-in kind the renderers produce, by (apiVersion, kind); a server-side-apply patch of a
 #: kind is ``<Kind>Patch``. Each is registered as a generic ``CustomResource`` with its typed class's
@@ -66,50 +62,20 @@ def _admission(kind: str) -> Builtin:
 #: classes' (``alias_opts``/``secret_opts`` in pulumi-kubernetes 4.34.2); tests/plan/test_generic_kinds.py
 #: proves every registration of both stacks equal to the typed class's (inputs, options, aliases,
 #: secrets, version) by running each stack once more with :data:`GENERIC` emptied.
-BUILTIN: dict[tuple[str, str], Builtin] = {
-    ("v1", "Namespace"): Builtin(("core.v1", "Namespace"), "kubernetes:core/v1:Namespace"),
-    ("v1", "ConfigMap"): Builtin(("core.v1", "ConfigMap"), "kubernetes:core/v1:ConfigMap"),
-    ("v1", "Secret"): Builtin(("core.v1", "Secret"), "kubernetes:core/v1:Secret", secrets=("data", "stringData")),
-    ("v1", "ResourceQuota"): Builtin(("core.v1", "ResourceQuota"), "kubernetes:core/v1:ResourceQuota"),
-    ("v1", "LimitRange"): Builtin(("core.v1", "LimitRange"), "kubernetes:core/v1:LimitRange"),
-    ("v1", "Service"): Builtin(("core.v1", "Service"), "kubernetes:core/v1:Service"),
-    ("v1", "ServiceAccount"): Builtin(("core.v1", "ServiceAccount"), "kubernetes:core/v1:ServiceAccount"),
-    ("v1", "Pod"): Builtin(("core.v1", "Pod"), "kubernetes:core/v1:Pod"),
-    ("v1", "NodePatch"): Builtin(("core.v1", "NodePatch"), "kubernetes:core/v1:NodePatch"),
-    ("apps/v1", "DaemonSet"): Builtin(
-        ("apps.v1", "DaemonSet"),
-        "kubernetes:apps/v1:DaemonSet",
-        ("kubernetes:apps/v1beta2:DaemonSet", "kubernetes:extensions/v1beta1:DaemonSet"),
-    ),
-    ("apps/v1", "Deployment"): Builtin(
-        ("apps.v1", "Deployment"),
-        "kubernetes:apps/v1:Deployment",
-        (
-            "kubernetes:apps/v1beta1:Deployment",
-            "kubernetes:apps/v1beta2:Deployment",
-            "kubernetes:extensions/v1beta1:Deployment",
-        ),
-    ),
-    ("batch/v1", "Job"): Builtin(("batch.v1", "Job"), "kubernetes:batch/v1:Job"),
-    ("batch/v1", "CronJob"): Builtin(
-        ("batch.v1", "CronJob"),
-        "kubernetes:batch/v1:CronJob",
-        ("kubernetes:batch/v1beta1:CronJob", "kubernetes:batch/v2alpha1:CronJob"),
-    ),
-    ("scheduling.k8s.io/v1", "PriorityClass"): Builtin(
-        ("scheduling.v1", "PriorityClass"),
-        "kubernetes:scheduling.k8s.io/v1:PriorityClass",
-        ("kubernetes:scheduling.k8s.io/v1alpha1:PriorityClass", "kubernetes:scheduling.k8s.io/v1beta1:PriorityClass"),
-    ),
-    ("rbac.authorization.k8s.io/v1", "Role"): _rbac("Role"),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): _rbac("RoleBinding"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"): _rbac("ClusterRole"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): _rbac("ClusterRoleBinding"),
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): _admission("ValidatingAdmissionPolicy"),
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): _admission(
-        "ValidatingAdmissionPolicyBinding"
-    ),
-}
+BUILTIN: dict[tuple[str, str], Builtin] = dict(
+    [
+        *(_builtin("", k) for k in ("Namespace", "ConfigMap", "ResourceQuota", "LimitRange", "Service")),
+        *(_builtin("", k) for k in ("ServiceAccount", "Pod", "NodePatch")),
+        _builtin("", "Secret", secrets=("data", "stringData")),
+        _builtin("apps", "DaemonSet", ("v1beta2", "extensions/v1beta1")),
+        _builtin("apps", "Deployment", ("v1beta1", "v1beta2", "extensions/v1beta1")),
+        _builtin("batch", "Job"),
+        _builtin("batch", "CronJob", ("v1beta1", "v2alpha1")),
+        _builtin("scheduling.k8s.io", "PriorityClass", _OLDER),
+        *(_builtin(_RBAC, k, _OLDER) for k in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")),
+        *(_builtin(_ADMISSION, k, _OLDER) for k in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")),
+    ]
+)
 
 #: The kinds registered generically (all of :data:`BUILTIN`); the equivalence test empties it to
 #: run the same program through the typed classes.
